@@ -1,0 +1,3 @@
+"""mmctx: multimodal in-context benchmarks."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,77 @@
+"""The backend protocol: `generate` and `score` over typed prompts, plus declared capabilities.
+
+Log-likelihood is defined once, here: for each option continuation, the summed
+log-probability of exactly the option's tokens given the full prompt (images expanded), and
+its token count. Perplexity and length-normalised scores derive from those two numbers.
+
+A request that fails (context overflow, a bad image) comes back with ``error`` set; it is
+stored as an error and never scored as a wrong answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from mmctx.prompts.messages import Prompt
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do; a run checks these before it starts."""
+
+    max_images: int | None  # None: no limit the backend knows of
+    interleaved: bool  # images may appear in any turn, in order
+    loglikelihood: bool  # can `score`
+    chat_template: bool
+    context_window: int | None
+
+
+@dataclass(frozen=True)
+class GenerateRequest:
+    messages: Prompt
+    max_new_tokens: int
+    stop: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Generation:
+    text: str = ""
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+    truncated: bool = False  # stopped by the token limit, not by the model
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ScoreRequest:
+    messages: Prompt
+    options: tuple[str, ...]  # continuations, each scored as the assistant's reply
+
+
+@dataclass(frozen=True)
+class OptionScores:
+    loglikelihoods: tuple[float, ...] = ()
+    token_counts: tuple[int, ...] = ()
+    prompt_tokens: int = 0
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What identifies the model in cache keys and manifests."""
+
+    name: str
+    revision: str
+    backend: str
+    settings: dict = field(default_factory=dict)  # dtype, device, … anything that can change outputs
+
+
+@runtime_checkable
+class Backend(Protocol):
+    info: ModelInfo
+    capabilities: Capabilities
+
+    def generate(self, requests: list[GenerateRequest]) -> list[Generation]: ...
+
+    def score(self, requests: list[ScoreRequest]) -> list[OptionScores]: ...

@@ -1,0 +1,320 @@
+"""HF transformers backend: any image-text-to-text model with a chat template.
+
+Loads through `AutoModelForImageTextToText` + `AutoProcessor` (tested on Idefics3/SmolVLM and
+LLaVA checkpoints; Qwen2-VL needs torchvision for its processor). `trust_remote_code` is off
+unless the caller turns it on.
+
+Option scoring encodes the shared prompt once per query: one prefill over the prompt (images
+included), then every option continuation runs against a copy of that KV cache, batched. The
+option's tokens are located in the text-token space, where image expansion cannot shift
+them, and the alignment with the processor's expanded ids is checked, not assumed.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from PIL import Image
+
+from mmctx.models.base import (
+    Capabilities,
+    Generation,
+    GenerateRequest,
+    ModelInfo,
+    OptionScores,
+    ScoreRequest,
+)
+from mmctx.prompts.messages import ImagePart, Prompt, TextPart
+
+
+class ModelError(RuntimeError):
+    """The model cannot run this job (missing chat template, not loadable, …)."""
+
+
+def _pick_device(device: str) -> str:
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+def _pick_dtype(dtype: str, device: str) -> torch.dtype:
+    if dtype == "auto":
+        if device.startswith("cuda"):
+            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.float32
+    try:
+        return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}; choose auto, float32, bfloat16 or float16") from None
+
+
+def _local_revision(path: Path) -> str:
+    """A revision for a local folder: hash of its config and weight file names and sizes."""
+    h = hashlib.sha256()
+    for f in sorted(path.iterdir()):
+        if f.is_file():
+            h.update(f.name.encode())
+            h.update(str(f.stat().st_size).encode())
+            if f.suffix == ".json":
+                h.update(f.read_bytes())
+    return "local-" + h.hexdigest()[:16]
+
+
+@dataclass
+class _Encoded:
+    """One query's prompt, processed once."""
+
+    inputs: dict  # processor output for the prompt (ids, pixel values, …)
+    text: str  # the templated prompt string
+
+
+class HFBackend:
+    """Generation and option log-likelihoods with a transformers model."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        revision: str | None = None,
+        device: str = "auto",
+        dtype: str = "auto",
+        batch_size: int = 8,
+        trust_remote_code: bool = False,
+    ):
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        self.device = _pick_device(device)
+        self.dtype = _pick_dtype(dtype, self.device)
+        self.batch_size = batch_size
+        kwargs = {"revision": revision, "trust_remote_code": trust_remote_code}
+        try:
+            self.processor = AutoProcessor.from_pretrained(model, **kwargs)
+            self.model = AutoModelForImageTextToText.from_pretrained(model, dtype=self.dtype, **kwargs)
+        except Exception as exc:
+            raise ModelError(f"model {model!r} could not be loaded: {exc}") from exc
+        self.model.to(self.device).eval()
+        self.tokenizer = getattr(self.processor, "tokenizer", self.processor)
+        if getattr(self.processor, "chat_template", None) is None:
+            raise ModelError(f"model {model!r} has no chat template; mmctx renders prompts through it")
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        local = Path(model)
+        resolved = revision or getattr(self.model.config, "_commit_hash", None)
+        if not resolved and local.is_dir():
+            resolved = _local_revision(local)
+        self.info = ModelInfo(
+            name=str(model),
+            revision=resolved or "unknown",
+            backend="hf",
+            settings={"dtype": str(self.dtype).removeprefix("torch."), "device": self.device.split(":")[0]},
+        )
+        text_config = getattr(self.model.config, "text_config", self.model.config)
+        self.capabilities = Capabilities(
+            max_images=None,
+            interleaved=True,
+            loglikelihood=True,
+            chat_template=True,
+            context_window=getattr(text_config, "max_position_embeddings", None),
+        )
+
+    # ---- prompt encoding -------------------------------------------------------------
+
+    @staticmethod
+    def _hf_messages(messages: Prompt) -> tuple[list[dict], list[Image.Image]]:
+        hf, images = [], []
+        for m in messages:
+            content = []
+            for part in m.content:
+                if isinstance(part, TextPart):
+                    content.append({"type": "text", "text": part.text})
+                elif isinstance(part, ImagePart):
+                    content.append({"type": "image"})
+                    with Image.open(part.path) as im:
+                        images.append(im.convert("RGB"))
+            hf.append({"role": m.role, "content": content})
+        return hf, images
+
+    def _template(self, hf_messages: list[dict], generation_prompt: bool) -> str:
+        return self.processor.apply_chat_template(hf_messages, add_generation_prompt=generation_prompt, tokenize=False)
+
+    def _process(self, texts: list[str], images: list[list[Image.Image]]) -> dict:
+        kwargs = {"text": texts, "return_tensors": "pt", "padding": True}
+        if any(images):
+            kwargs["images"] = images
+        return {k: v.to(self.device) for k, v in self.processor(**kwargs).items()}
+
+    def _overflow(self, n_tokens: int, extra: int) -> str | None:
+        window = self.capabilities.context_window
+        if window is not None and n_tokens + extra > window:
+            return f"context_overflow: prompt has {n_tokens} tokens (+{extra}), model window is {window}"
+        return None
+
+    # ---- generate --------------------------------------------------------------------
+
+    def generate(self, requests: list[GenerateRequest]) -> list[Generation]:
+        results: list[Generation] = []
+        for start in range(0, len(requests), self.batch_size):
+            results.extend(self._generate_batch(requests[start : start + self.batch_size]))
+        return results
+
+    def _generate_batch(self, batch: list[GenerateRequest]) -> list[Generation]:
+        if len({(r.max_new_tokens, r.stop) for r in batch}) != 1:
+            # Different limits cannot share one `generate` call; split rather than guess.
+            return [g for r in batch for g in self._generate_batch([r])]
+        texts, images = [], []
+        for r in batch:
+            hf, imgs = self._hf_messages(r.messages)
+            texts.append(self._template(hf, generation_prompt=True))
+            images.append(imgs)
+        inputs = self._process(texts, images)
+        prompt_lens = inputs["attention_mask"].sum(dim=1).tolist()
+        width = inputs["input_ids"].shape[1]
+        limit = batch[0].max_new_tokens
+        errors = [self._overflow(n, limit) for n in prompt_lens]
+        if all(errors):
+            return [Generation(error=e, prompt_tokens=n) for e, n in zip(errors, prompt_lens)]
+        if any(errors):
+            return [g for r in batch for g in self._generate_batch([r])]
+        eos = self.model.generation_config.eos_token_id
+        eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        gen_kwargs = {"max_new_tokens": limit, "do_sample": False, "pad_token_id": self.tokenizer.pad_token_id}
+        if batch[0].stop:
+            gen_kwargs.update(stop_strings=list(batch[0].stop), tokenizer=self.tokenizer)
+        with torch.inference_mode():
+            out = self.model.generate(**inputs, **gen_kwargs)
+        results = []
+        for row, n_prompt in zip(out[:, width:].tolist(), prompt_lens):
+            ended = next((i for i, t in enumerate(row) if t in eos_ids), None)
+            tokens = row[:ended] if ended is not None else [t for t in row if t != self.tokenizer.pad_token_id]
+            text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+            stopped_by_string = bool(batch[0].stop) and any(text.rstrip().endswith(s) for s in batch[0].stop)
+            truncated = ended is None and len(tokens) >= limit and not stopped_by_string
+            results.append(Generation(text=text, prompt_tokens=n_prompt, output_tokens=len(tokens), truncated=truncated))
+        return results
+
+    # ---- score -----------------------------------------------------------------------
+
+    def _continuations(self, hf: list[dict], prompt_text: str, options: tuple[str, ...]) -> list[str]:
+        """The exact text each option adds after the generation prompt (no end-of-turn tokens)."""
+        conts = []
+        for option in options:
+            full = self._template(hf + [{"role": "assistant", "content": [{"type": "text", "text": option}]}], False)
+            if not full.startswith(prompt_text):
+                raise ModelError(
+                    f"{self.info.name}: chat template's generation prompt is not a prefix of the answered conversation"
+                )
+            rest = full[len(prompt_text) :]
+            at = rest.find(option)
+            if at < 0:
+                raise ModelError(f"{self.info.name}: option {option!r} not found after the generation prompt")
+            conts.append(rest[: at + len(option)])
+        return conts
+
+    def _text_ids(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def _option_spans(self, prompt_text: str, conts: list[str]) -> tuple[int, list[list[int]], list[int]]:
+        """Token bookkeeping in text space.
+
+        Returns ``(drop, suffixes, starts)``: the shared context is the processed prompt minus
+        its last ``drop`` tokens (tokens a boundary merge makes option-dependent); option i
+        continues it with ``suffixes[i]``, of which tokens from ``starts[i]`` on are the
+        option's own tokens.
+        """
+        prompt_ids = self._text_ids(prompt_text)
+        fulls = [self._text_ids(prompt_text + c) for c in conts]
+        commons = []
+        for full in fulls:
+            n = 0
+            while n < min(len(prompt_ids), len(full)) and prompt_ids[n] == full[n]:
+                n += 1
+            commons.append(n)
+        shared = min(commons)
+        drop = len(prompt_ids) - shared
+        suffixes = [full[shared:] for full in fulls]
+        starts = [c - shared for c in commons]
+        return drop, suffixes, starts
+
+    def _check_alignment(self, expanded: list[int], prompt_text: str) -> None:
+        """The processed prompt must end with the same tokens as the text-only tokenisation."""
+        text_ids = self._text_ids(prompt_text)
+        image_ids = {getattr(self.processor, "image_token_id", None), getattr(self.model.config, "image_token_id", None)}
+        last_image = max((i for i, t in enumerate(text_ids) if t in image_ids), default=-1)
+        tail = text_ids[last_image + 1 :]
+        if tail and expanded[-len(tail) :] != tail:
+            raise ModelError(f"{self.info.name}: processed prompt and text tokenisation disagree after the last image")
+
+    def score(self, requests: list[ScoreRequest]) -> list[OptionScores]:
+        return [self._score_one(r) for r in requests]
+
+    def _score_one(self, request: ScoreRequest) -> OptionScores:
+        hf, images = self._hf_messages(request.messages)
+        prompt_text = self._template(hf, generation_prompt=True)
+        conts = self._continuations(hf, prompt_text, request.options)
+        drop, suffixes, starts = self._option_spans(prompt_text, conts)
+        inputs = self._process([prompt_text], [images])
+        expanded = inputs["input_ids"][0].tolist()
+        self._check_alignment(expanded, prompt_text)
+        context_len = len(expanded) - drop
+        error = self._overflow(context_len, max(len(s) for s in suffixes))
+        if error:
+            return OptionScores(error=error, prompt_tokens=len(expanded))
+        for key in ("input_ids", "attention_mask"):
+            inputs[key] = inputs[key][:, :context_len]
+        with torch.inference_mode():
+            prefill = self.model(**inputs, use_cache=True)
+            cache = prefill.cache
+            last = prefill.logits[0, -1].float().log_softmax(-1)
+            lls: list[float] = []
+            for start in range(0, len(suffixes), self.batch_size):
+                chunk = suffixes[start : start + self.batch_size]
+                lls.extend(self._score_chunk(cache, last, context_len, chunk, starts[start : start + len(chunk)]))
+        counts = [len(s) - st for s, st in zip(suffixes, starts)]
+        return OptionScores(loglikelihoods=tuple(lls), token_counts=tuple(counts), prompt_tokens=context_len)
+
+    def _score_chunk(self, cache, last: torch.Tensor, context_len: int, suffixes: list[list[int]], starts: list[int]) -> list[float]:
+        n, width = len(suffixes), max(len(s) for s in suffixes)
+        pad = self.tokenizer.pad_token_id
+        ids = torch.tensor([s + [pad] * (width - len(s)) for s in suffixes], device=self.device)
+        mask = torch.tensor([[1] * context_len + [1] * len(s) + [0] * (width - len(s)) for s in suffixes], device=self.device)
+        batch_cache = copy.deepcopy(cache)
+        if n > 1:
+            batch_cache.batch_repeat_interleave(n)
+        out = self.model(input_ids=ids, attention_mask=mask, cache=batch_cache, use_cache=True)
+        logprobs = out.logits.float().log_softmax(-1)
+        scores = []
+        for row, (suffix, start) in enumerate(zip(suffixes, starts)):
+            total = 0.0
+            for pos in range(start, len(suffix)):
+                dist = last if pos == 0 else logprobs[row, pos - 1]
+                total += float(dist[suffix[pos]])
+            scores.append(total)
+        return scores
+
+    def score_naive(self, request: ScoreRequest) -> OptionScores:
+        """Reference: one full forward per option, option tokens found in the processed ids.
+
+        Slow on purpose; tests and benchmarks compare the fast path against it.
+        """
+        hf, images = self._hf_messages(request.messages)
+        prompt_text = self._template(hf, generation_prompt=True)
+        conts = self._continuations(hf, prompt_text, request.options)
+        prompt_ids = self._process([prompt_text], [images])["input_ids"][0].tolist()
+        lls, counts = [], []
+        for cont in conts:
+            inputs = self._process([prompt_text + cont], [images])
+            ids = inputs["input_ids"][0].tolist()
+            common = 0
+            while common < min(len(ids), len(prompt_ids)) and ids[common] == prompt_ids[common]:
+                common += 1
+            with torch.inference_mode():
+                logprobs = self.model(**inputs).logits[0].float().log_softmax(-1)
+            lls.append(sum(float(logprobs[pos - 1, ids[pos]]) for pos in range(common, len(ids))))
+            counts.append(len(ids) - common)
+        return OptionScores(loglikelihoods=tuple(lls), token_counts=tuple(counts), prompt_tokens=len(prompt_ids))
+

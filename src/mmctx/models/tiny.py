@@ -1,0 +1,192 @@
+"""Tiny, randomly initialised image-text-to-text checkpoints built offline.
+
+No weights can be downloaded on the machines mmctx is developed on, so tests and the built-in
+demo model are real transformers checkpoints built here: a BPE tokenizer trained with
+`tokenizers`, a tiny config of a standard architecture, `save_pretrained`, and then loaded
+back through the very same `from_pretrained` path as any hub model. Their weights are random:
+a model built here answers at chance level.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+Family = Literal["idefics3", "llava"]
+FAMILIES: tuple[str, ...] = ("idefics3", "llava")
+
+# Chat templates in the style of each family's released checkpoints.
+IDEFICS3_TEMPLATE = (
+    "<|im_start|>{% for message in messages %}{{ message['role'] | capitalize }}"
+    "{% if message['content'][0]['type'] == 'image' %}{{ ':' }}{% else %}{{ ': ' }}{% endif %}"
+    "{% for part in message['content'] %}{% if part['type'] == 'text' %}{{ part['text'] }}"
+    "{% elif part['type'] == 'image' %}{{ '<image>' }}{% endif %}{% endfor %}<end_of_utterance>\n"
+    "{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
+)
+CHATML_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% for part in message['content'] %}{% if part['type'] == 'image' %}{{ '<image>\n' }}"
+    "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}{% endfor %}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+_SPECIAL = {
+    "idefics3": ["<|im_start|>", "<end_of_utterance>", "<fake_token_around_image>", "<image>", "<global-img>"]
+    + [f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)],
+    "llava": ["<|im_start|>", "<|im_end|>", "<image>"],
+}
+_UNK, _PAD, _BOS, _EOS = "<unk>", "<pad>", "<s>", "</s>"
+
+
+def _corpus() -> list[str]:
+    """Text the tokenizer is trained on: the prompt vocabulary of mmctx presets and shapes-world."""
+    words = (
+        "There is a are the an one two three four five six seven eight nine ten zero no not "
+        "red green blue yellow purple orange black white grey gray pink brown "
+        "circle circles square squares triangle triangles star stars diamond diamonds shape shapes object objects "
+        "small large big left right above below top bottom edge closest closer farther next moved disappeared "
+        "points at it is Which What Where How many colour color image sentence caption captions option options "
+        "Answer answer with letter from given choices directly Yes No True False Does this accurately describe "
+        "Think step by step then give final reasoning because so therefore frame frames first second third "
+        "User Assistant user assistant system of to in on and or relative question choose that matches"
+    ).split()
+    letters = [f"{c}." for c in "ABCDEFGH"] + list("ABCDEFGH") + [str(i) for i in range(10)]
+    sentences = [" ".join(words[i : i + 12]) for i in range(0, len(words), 3)]
+    return sentences + letters + [w.capitalize() for w in words] + ["(A) (B) (C) (D): ? , . ! \n"]
+
+
+def build_tokenizer(family: Family, vocab_size: int = 512):
+    """A byte-level BPE tokenizer with the family's special tokens, wrapped for transformers."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    special = [_UNK, _PAD, _BOS, _EOS] + _SPECIAL[family]
+    tok = Tokenizer(models.BPE(unk_token=_UNK))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=special,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_corpus(), trainer=trainer)
+    # Only the family's start-of-text token is prepended, as the released checkpoints do.
+    extra = [t for t in _SPECIAL[family] if t not in ("<|im_start|>",)]
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        unk_token=_UNK,
+        pad_token=_PAD,
+        bos_token=_BOS,
+        eos_token=_EOS,
+        additional_special_tokens=extra,
+        model_max_length=4096,
+    )
+
+
+def _text_config(vocab: int, seed_layers: int = 2, hidden: int = 64):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=hidden * 2,
+        num_hidden_layers=seed_layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+        tie_word_embeddings=False,
+    )
+
+
+def build_tiny_vlm(out: Path, family: Family = "idefics3", seed: int = 0, image_size: int = 64) -> Path:
+    """Write a tiny random-weight checkpoint of ``family`` (model + processor + chat template) to ``out``."""
+    import torch
+
+    out = Path(out)
+    torch.manual_seed(seed)
+    tokenizer = build_tokenizer(family)
+    if family == "idefics3":
+        model, processor = _idefics3(tokenizer, image_size)
+    elif family == "llava":
+        model, processor = _llava(tokenizer, image_size)
+    else:
+        raise ValueError(f"unknown tiny family {family!r}; choose from {FAMILIES}")
+    model.generation_config.eos_token_id = tokenizer.convert_tokens_to_ids(
+        "<end_of_utterance>" if family == "idefics3" else "<|im_end|>"
+    )
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    processor.save_pretrained(out)
+    return out
+
+
+def _idefics3(tokenizer, image_size: int):
+    from transformers import Idefics3Config, Idefics3ForConditionalGeneration, Idefics3Processor
+    from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
+
+    patch, scale = 16, 2
+    vision = {
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "image_size": image_size,
+        "patch_size": patch,
+    }
+    image_token = tokenizer.convert_tokens_to_ids("<image>")
+    config = Idefics3Config(
+        vision_config=vision,
+        text_config=_text_config(len(tokenizer)).to_dict(),
+        scale_factor=scale,
+        image_token_id=image_token,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    model = Idefics3ForConditionalGeneration(config)
+    image_processor = Idefics3ImageProcessorPil(
+        do_image_splitting=False,
+        size={"longest_edge": image_size},
+        max_image_size={"longest_edge": image_size},
+    )
+    seq_len = (image_size // patch) ** 2 // (scale**2)
+    processor = Idefics3Processor(image_processor, tokenizer, image_seq_len=seq_len, chat_template=IDEFICS3_TEMPLATE)
+    return model, processor
+
+
+def _llava(tokenizer, image_size: int):
+    from transformers import CLIPVisionConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
+    from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
+
+    patch = 16
+    vision = CLIPVisionConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        image_size=image_size,
+        patch_size=patch,
+        projection_dim=32,
+    )
+    config = LlavaConfig(
+        vision_config=vision.to_dict(),
+        text_config=_text_config(len(tokenizer)).to_dict(),
+        image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="default",
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    config.model_type = "llava"
+    model = LlavaForConditionalGeneration(config)
+    image_processor = CLIPImageProcessorPil(
+        size={"shortest_edge": image_size}, crop_size={"height": image_size, "width": image_size}
+    )
+    processor = LlavaProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        patch_size=patch,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,  # the CLS token the vision tower adds and "default" drops
+        chat_template=CHATML_TEMPLATE,
+    )
+    return model, processor

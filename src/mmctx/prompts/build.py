@@ -1,0 +1,116 @@
+"""Build the interleaved few-shot conversation for one query.
+
+Each demonstration is a user turn (its own images + its item text) followed by an assistant
+turn (its answer, or rationale + answer); the query is the last user turn. Options are shown
+in an order shuffled per sample with a seed derived from (seed, sample id), so a sample's
+order never depends on which other samples are in the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from mmctx.prompts.messages import ImagePart, Message, Part, Prompt, TextPart
+from mmctx.prompts.presets import AnswerStyle, Preset
+from mmctx.schema import Sample
+
+
+class PromptError(ValueError):
+    """A sample cannot be rendered as asked (e.g. a CoT demo without a rationale)."""
+
+
+@dataclass(frozen=True)
+class ShownOptions:
+    """The options as the model sees them: texts in shown order, their labels, and the permutation."""
+
+    texts: tuple[str, ...]
+    labels: tuple[str, ...]
+    order: tuple[int, ...]  # order[shown position] = index in sample.choices
+    gold: int  # shown position of the correct answer
+
+
+@dataclass(frozen=True)
+class BuiltPrompt:
+    messages: Prompt
+    options: ShownOptions
+    demo_ids: tuple[str, ...]
+
+
+def derived_seed(seed: int, *parts: str) -> int:
+    """A stable integer seed from ``seed`` and names (Python's ``hash`` is salted per process)."""
+    digest = hashlib.sha256(":".join([str(seed), *parts]).encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+def shown_options(sample: Sample, preset: Preset, seed: int) -> ShownOptions:
+    order = list(range(len(sample.choices)))
+    if sample.format != "binary":  # Yes/No keep their conventional order
+        random.Random(derived_seed(seed, "options", sample.id)).shuffle(order)
+    texts = tuple(sample.choices[i] for i in order)
+    labels = texts if sample.format == "binary" else preset.labels[: len(texts)]
+    if len(labels) < len(texts):
+        raise PromptError(f"sample {sample.id!r}: {len(texts)} choices but preset {preset.name!r} has {len(labels)} labels")
+    return ShownOptions(texts=texts, labels=tuple(labels), order=tuple(order), gold=order.index(sample.answer_index))
+
+
+def _item_text(sample: Sample, options: ShownOptions, preset: Preset, style: AnswerStyle) -> str:
+    template = preset.formats.get(sample.format)
+    if template is None:
+        raise PromptError(f"sample {sample.id!r}: preset {preset.name!r} has no template for format {sample.format!r}")
+    listed = "\n".join(f"{label}. {text}" for label, text in zip(options.labels, options.texts))
+    body = template.item.format(question=sample.question, statement=sample.statement, context=sample.context, options=listed)
+    if sample.context:
+        body = f"{sample.context}\n{body}"
+    return f"{body}\n{template.instructions[style]}"
+
+
+def _answer_text(sample: Sample, options: ShownOptions, style: AnswerStyle) -> str:
+    label = options.labels[options.gold]
+    if style == "letter":
+        return label
+    if style == "text":
+        return options.texts[options.gold]
+    if sample.rationale is None or not sample.rationale.reasoning.strip():
+        raise PromptError(f"demo {sample.id!r}: a CoT setting needs a rationale, and this demo has none")
+    shown = options.labels[options.texts.index(sample.rationale.answer)]
+    return f"{sample.rationale.reasoning.strip()}\nAnswer: {shown}"
+
+
+def _images(sample: Sample, root: Path) -> list[Part]:
+    return [ImagePart.from_path(root / rel) for rel in sample.images]
+
+
+def build_prompt(
+    query: Sample,
+    demos: list[Sample],
+    preset: Preset,
+    style: AnswerStyle,
+    seed: int,
+    root: Path,
+) -> BuiltPrompt:
+    """The conversation asking ``query`` after ``demos``, and how its options were shown."""
+    messages: list[Message] = []
+    if preset.preamble:
+        messages.append(Message("system", (TextPart(preset.preamble),)))
+    turns: list[tuple[list[Part], str]] = []
+    for demo in demos:
+        shown = shown_options(demo, preset, seed)
+        user = _images(demo, root) + [TextPart(_item_text(demo, shown, preset, style))]
+        turns.append((user, _answer_text(demo, shown, style)))
+    query_options = shown_options(query, preset, seed)
+    query_parts = _images(query, root) + [TextPart(_item_text(query, query_options, preset, style))]
+    if preset.single_turn:
+        content: list[Part] = []
+        lead = "\n" if style == "cot" else "\nAnswer: "  # a CoT answer already ends in its Answer line
+        for user, answer in turns:
+            content += user + [TextPart(f"{lead}{answer}\n\n")]
+        messages.append(Message("user", tuple(content + query_parts)))
+    else:
+        for user, answer in turns:
+            messages.append(Message("user", tuple(user)))
+            messages.append(Message("assistant", (TextPart(answer),)))
+        messages.append(Message("user", tuple(query_parts)))
+    return BuiltPrompt(messages=tuple(messages), options=query_options, demo_ids=tuple(d.id for d in demos))

@@ -1,0 +1,244 @@
+"""The records every package shares: `Sample`, `Rationale`, `Benchmark`, and their validation.
+
+One `Sample` describes every task kind. The answer is stored as the text of the correct
+choice (not an index), so shuffling options never changes what is correct. A `Benchmark`
+mirrors the released FewMMBench layout: a query table, a demonstration table, and per-query
+demo keys (``similar``, ``random``) that join the two, in stored order.
+
+Images are paths relative to the benchmark's root folder; validation refuses any path that
+escapes it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Format = Literal["mcqa", "caption_foil", "binary", "open"]
+FORMATS: tuple[str, ...] = ("mcqa", "caption_foil", "binary", "open")
+
+# The nine FewMMBench task types, in the paper's table order.
+TASKS: tuple[str, ...] = (
+    "attribute_recognition",
+    "object_recognition",
+    "plurality",
+    "counting",
+    "spatial_relations",
+    "action_recognition",
+    "commonsense",
+    "temporal",
+    "coreference",
+)
+
+# Answers a binary verification item may carry.
+BINARY_CHOICES: tuple[str, str] = ("Yes", "No")
+
+
+class Rationale(BaseModel):
+    """A chain-of-thought explanation for a demonstration, ending in its final answer."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    reasoning: str
+    answer: str
+
+
+class Sample(BaseModel):
+    """One item: a query to answer or a demonstration to show.
+
+    Text fields by format:
+      - ``mcqa``: ``question`` + ``choices``.
+      - ``caption_foil``: ``choices`` are the captions (the correct one and its foil(s)).
+      - ``binary``: ``statement`` is verified; ``choices`` are ``["Yes", "No"]``.
+      - ``open``: reserved for open-answer context-learning items (``context`` + ``question``).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    task: str
+    source: str
+    format: Format
+    images: list[str] = Field(default_factory=list)
+    question: str = ""
+    statement: str = ""
+    context: str = ""
+    choices: list[str] = Field(default_factory=list)
+    answer: str
+    rationale: Rationale | None = None
+    demo_keys: dict[str, list[str]] = Field(default_factory=dict)
+    meta: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def answer_index(self) -> int:
+        return self.choices.index(self.answer)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a benchmark, pointing at the record and field."""
+
+    table: str
+    record: str
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.table}[{self.record}].{self.field}: {self.message}"
+
+
+class BenchmarkError(ValueError):
+    """Raised when a benchmark fails validation; carries every problem found."""
+
+    def __init__(self, problems: list[Problem]):
+        self.problems = problems
+        shown = "\n".join(f"  - {p}" for p in problems[:20])
+        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
+        super().__init__(f"{len(problems)} problem(s) in benchmark:\n{shown}{more}")
+
+
+@dataclass
+class Benchmark:
+    """Queries, the demonstration table they draw on, and the folder images resolve against."""
+
+    name: str
+    queries: list[Sample]
+    demos: list[Sample]
+    root: Path
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        self.root = Path(self.root)
+        self._demo_index = {d.id: d for d in self.demos}
+
+    def demo(self, key: str) -> Sample:
+        return self._demo_index[key]
+
+    def demos_for(self, query: Sample, strategy: str, k: int) -> list[Sample]:
+        """The first ``k`` demos of ``query`` under ``strategy``, in stored order."""
+        keys = query.demo_keys.get(strategy, [])
+        if len(keys) < k:
+            raise BenchmarkError(
+                [Problem("queries", query.id, f"demo_keys.{strategy}", f"needs {k} demos, has {len(keys)}")]
+            )
+        return [self._demo_index[key] for key in keys[:k]]
+
+    def image_path(self, rel: str) -> Path:
+        return self.root / rel
+
+    @property
+    def tasks(self) -> list[str]:
+        seen = dict.fromkeys(q.task for q in self.queries)
+        return [t for t in TASKS if t in seen] + [t for t in seen if t not in TASKS]
+
+    def max_images(self, k: int = 8) -> int:
+        """Most images any k-shot prompt of this benchmark can carry (query + its demos)."""
+        most = 0
+        for q in self.queries:
+            for keys in q.demo_keys.values() or [[]]:
+                n = len(q.images) + sum(len(self._demo_index[d].images) for d in keys[:k] if d in self._demo_index)
+                most = max(most, n)
+            most = max(most, len(q.images))
+        return most
+
+    def validate(self, check_images: bool = True) -> list[Problem]:
+        return validate_benchmark(self, check_images=check_images)
+
+    def check(self, check_images: bool = True) -> None:
+        """Raise `BenchmarkError` listing every problem, or return quietly."""
+        problems = self.validate(check_images=check_images)
+        if problems:
+            raise BenchmarkError(problems)
+
+
+def validate_sample(sample: Sample, table: str, root: Path | None, check_images: bool = True) -> list[Problem]:
+    """Every problem of one record: answer/choices consistency, image paths and files."""
+    problems: list[Problem] = []
+
+    def bad(field: str, message: str) -> None:
+        problems.append(Problem(table, sample.id, field, message))
+
+    if not sample.id.strip():
+        bad("id", "empty id")
+    if sample.format != "open":
+        if len(sample.choices) < 2:
+            bad("choices", f"needs at least 2 choices, has {len(sample.choices)}")
+        dupes = [c for c, n in Counter(sample.choices).items() if n > 1]
+        if dupes:
+            bad("choices", f"duplicate choice(s) {dupes!r}")
+        if sample.answer not in sample.choices:
+            bad("answer", f"{sample.answer!r} is not among choices {sample.choices!r}")
+    if sample.format == "mcqa" and not sample.question.strip():
+        bad("question", "MCQA sample has no question")
+    if sample.format == "binary":
+        if not sample.statement.strip():
+            bad("statement", "binary sample has no statement")
+        if list(sample.choices) != list(BINARY_CHOICES):
+            bad("choices", f"binary choices must be {list(BINARY_CHOICES)!r}")
+    if sample.rationale is not None and sample.rationale.answer not in sample.choices:
+        bad("rationale.answer", f"{sample.rationale.answer!r} is not among choices")
+    if not sample.images:
+        if sample.format != "open":
+            bad("images", "no image")
+    for i, rel in enumerate(sample.images):
+        problem = _image_problem(rel, root, check_images)
+        if problem:
+            bad(f"images[{i}]", problem)
+    return problems
+
+
+def _image_problem(rel: str, root: Path | None, check_files: bool) -> str | None:
+    path = Path(rel)
+    if path.is_absolute() or rel.startswith(("/", "\\")):
+        return f"{rel!r} is absolute; image paths are relative to the benchmark root"
+    if root is None:
+        return None
+    root_resolved = Path(root).resolve()
+    full = (root_resolved / path).resolve()
+    if not full.is_relative_to(root_resolved):
+        return f"{rel!r} escapes the benchmark root"
+    if not check_files:
+        return None
+    if not full.is_file():
+        return f"missing image file {rel!r}"
+    try:
+        from PIL import Image
+
+        with Image.open(full) as im:
+            im.verify()
+    except Exception as exc:  # PIL raises many types for corrupt files
+        return f"corrupt image file {rel!r}: {exc}"
+    return None
+
+
+def validate_benchmark(bench: Benchmark, check_images: bool = True) -> list[Problem]:
+    """Every problem in a benchmark, so a run can refuse it before any model is loaded."""
+    problems: list[Problem] = []
+    for table, records in (("queries", bench.queries), ("demos", bench.demos)):
+        counts = Counter(s.id for s in records)
+        for sid, n in counts.items():
+            if n > 1:
+                problems.append(Problem(table, sid, "id", f"duplicate id ({n} records)"))
+        for s in records:
+            problems.extend(validate_sample(s, table, bench.root, check_images))
+    demo_ids = {d.id for d in bench.demos}
+    for q in bench.queries:
+        for strategy, keys in q.demo_keys.items():
+            field = f"demo_keys.{strategy}"
+            for key in keys:
+                if key == q.id:
+                    problems.append(Problem("queries", q.id, field, "query listed among its own demos"))
+                elif key not in demo_ids:
+                    problems.append(Problem("queries", q.id, field, f"unknown demo key {key!r}"))
+            dupes = [k for k, n in Counter(keys).items() if n > 1]
+            if dupes:
+                problems.append(Problem("queries", q.id, field, f"repeated demo key(s) {dupes!r}"))
+            for key in keys:
+                if key in demo_ids and bench.demo(key).format != q.format:
+                    demo_format = bench.demo(key).format
+                    problems.append(Problem("queries", q.id, field, f"demo {key!r} is {demo_format}, query is {q.format}"))
+    return problems
