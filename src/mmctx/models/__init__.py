@@ -1,0 +1,51 @@
+"""Backends behind one protocol; `load_backend` turns a model spec into one.
+
+Specs:
+  - ``builtin:tiny-idefics3`` / ``builtin:tiny-llava``: a tiny random-weight checkpoint built
+    offline on first use (chance-level; for pipelines and tests, not for scores).
+  - anything else: an HF model id or a local folder, loaded by the HF transformers backend.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from mmctx.models.base import Backend, Capabilities, ModelInfo
+
+BUILTIN_PREFIX = "builtin:"
+BUILTINS = {"tiny-idefics3": "idefics3", "tiny-llava": "llava"}
+DEFAULT_MODEL = "builtin:tiny-idefics3"
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("MMCTX_CACHE", Path.home() / ".cache" / "mmctx"))
+
+
+def resolve_builtin(spec: str) -> Path:
+    """The local folder of a built-in model, building it the first time it is asked for."""
+    from mmctx.models.tiny import build_tiny_vlm
+
+    name = spec.removeprefix(BUILTIN_PREFIX)
+    if name not in BUILTINS:
+        raise ValueError(f"unknown built-in model {spec!r}; choose from {[BUILTIN_PREFIX + n for n in BUILTINS]}")
+    folder = cache_root() / "models" / name
+    if not (folder / "config.json").exists():
+        tmp = folder.with_name(folder.name + ".partial")
+        build_tiny_vlm(tmp, family=BUILTINS[name], seed=0)
+        tmp.rename(folder)
+    return folder
+
+
+def load_backend(spec: str, **kwargs) -> Backend:
+    from mmctx.models.hf import HFBackend
+
+    if spec.startswith(BUILTIN_PREFIX):
+        path = resolve_builtin(spec)
+        backend = HFBackend(str(path), **kwargs)
+        backend.info = ModelInfo(spec, backend.info.revision, backend.info.backend, backend.info.settings)
+        return backend
+    return HFBackend(spec, **kwargs)
+
+
+__all__ = ["Backend", "Capabilities", "ModelInfo", "load_backend", "resolve_builtin", "DEFAULT_MODEL"]

@@ -267,7 +267,9 @@ class HFBackend:
         for key in ("input_ids", "attention_mask"):
             inputs[key] = inputs[key][:, :context_len]
         with torch.inference_mode():
-            prefill = self.model(**inputs, use_cache=True)
+            # Only the last position's logits are needed: a full-vocabulary row per prompt token
+            # would cost gigabytes on real models with long few-shot prompts.
+            prefill = self.model(**inputs, use_cache=True, logits_to_keep=1)
             cache = prefill.cache
             last = prefill.logits[0, -1].float().log_softmax(-1)
             lls: list[float] = []

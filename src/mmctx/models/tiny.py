@@ -84,14 +84,14 @@ def build_tokenizer(family: Family, vocab_size: int = 512):
     )
 
 
-def _text_config(vocab: int, seed_layers: int = 2, hidden: int = 64):
+def _text_config(vocab: int, hidden: int, layers: int):
     from transformers import LlamaConfig
 
     return LlamaConfig(
         vocab_size=vocab,
         hidden_size=hidden,
         intermediate_size=hidden * 2,
-        num_hidden_layers=seed_layers,
+        num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=2,
         max_position_embeddings=4096,
@@ -99,17 +99,28 @@ def _text_config(vocab: int, seed_layers: int = 2, hidden: int = 64):
     )
 
 
-def build_tiny_vlm(out: Path, family: Family = "idefics3", seed: int = 0, image_size: int = 64) -> Path:
-    """Write a tiny random-weight checkpoint of ``family`` (model + processor + chat template) to ``out``."""
+def build_tiny_vlm(
+    out: Path,
+    family: Family = "idefics3",
+    seed: int = 0,
+    image_size: int = 64,
+    hidden: int = 64,
+    layers: int = 2,
+) -> Path:
+    """Write a tiny random-weight checkpoint of ``family`` (model + processor + chat template) to ``out``.
+
+    ``hidden`` and ``layers`` size the language model; benchmarks use a larger one so that
+    model compute, not Python overhead, dominates what they time.
+    """
     import torch
 
     out = Path(out)
     torch.manual_seed(seed)
     tokenizer = build_tokenizer(family)
     if family == "idefics3":
-        model, processor = _idefics3(tokenizer, image_size)
+        model, processor = _idefics3(tokenizer, image_size, _text_config(len(tokenizer), hidden, layers))
     elif family == "llava":
-        model, processor = _llava(tokenizer, image_size)
+        model, processor = _llava(tokenizer, image_size, _text_config(len(tokenizer), hidden, layers))
     else:
         raise ValueError(f"unknown tiny family {family!r}; choose from {FAMILIES}")
     model.generation_config.eos_token_id = tokenizer.convert_tokens_to_ids(
@@ -122,7 +133,7 @@ def build_tiny_vlm(out: Path, family: Family = "idefics3", seed: int = 0, image_
     return out
 
 
-def _idefics3(tokenizer, image_size: int):
+def _idefics3(tokenizer, image_size: int, text_config):
     from transformers import Idefics3Config, Idefics3ForConditionalGeneration, Idefics3Processor
     from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
 
@@ -138,7 +149,7 @@ def _idefics3(tokenizer, image_size: int):
     image_token = tokenizer.convert_tokens_to_ids("<image>")
     config = Idefics3Config(
         vision_config=vision,
-        text_config=_text_config(len(tokenizer)).to_dict(),
+        text_config=text_config.to_dict(),
         scale_factor=scale,
         image_token_id=image_token,
         pad_token_id=tokenizer.pad_token_id,
@@ -154,7 +165,7 @@ def _idefics3(tokenizer, image_size: int):
     return model, processor
 
 
-def _llava(tokenizer, image_size: int):
+def _llava(tokenizer, image_size: int, text_config):
     from transformers import CLIPVisionConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
     from transformers.models.clip.image_processing_pil_clip import CLIPImageProcessorPil
 
@@ -170,7 +181,7 @@ def _llava(tokenizer, image_size: int):
     )
     config = LlavaConfig(
         vision_config=vision.to_dict(),
-        text_config=_text_config(len(tokenizer)).to_dict(),
+        text_config=text_config.to_dict(),
         image_token_index=tokenizer.convert_tokens_to_ids("<image>"),
         vision_feature_layer=-1,
         vision_feature_select_strategy="default",

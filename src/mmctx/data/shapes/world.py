@@ -89,7 +89,8 @@ class Scene:
             "frame_size": FRAME,
             "separator": SEPARATOR,
             "frames": [
-                {"objects": [o.to_dict() for o in f.objects], "arrows": [list(a) for a in f.arrows]} for f in self.frames
+                {"objects": [o.to_dict() for o in f.objects], "arrows": [list(a) for a in f.arrows]}
+                for f in self.frames
             ],
         }
 

@@ -1,0 +1,3 @@
+from mmctx.cli import app
+
+app(prog_name="mmctx")

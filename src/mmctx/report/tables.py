@@ -1,0 +1,92 @@
+"""The papers' tables from scored runs: Markdown in the layout of FewMMBench Tables 4 and 5, and CSV.
+
+Layout: one block per shot count; rows are models; columns are tasks, each split into the
+demo settings present (R = random, S = similar, S+C = similar with CoT), then the average.
+Generation blocks carry a second row per model with the unparsed rate, because an answer
+the rules could not read is its own outcome, not a wrong answer in disguise.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import asdict
+from pathlib import Path
+
+from mmctx.run.settings import Setting
+from mmctx.schema import TASKS
+from mmctx.score.results import AVERAGE, CellMetrics
+
+TASK_HEADERS = {
+    "attribute_recognition": "Attribute",
+    "object_recognition": "Object",
+    "plurality": "Plurality",
+    "counting": "Counting",
+    "spatial_relations": "Relations",
+    "action_recognition": "Action",
+    "commonsense": "Commonsense",
+    "temporal": "Temporal",
+    "coreference": "Coreference",
+}
+SCORER_TITLES = {"generate": "Accuracy (generation, Table 4 layout)", "ppl": "Perplexity-ranked accuracy (Table 5 layout)"}
+
+
+def _short(setting: Setting) -> str:
+    if setting.shots == 0:
+        return "0" + ("+C" if setting.cot else "")
+    return {"random": "R", "similar": "S"}.get(setting.demos or "", str(setting.demos)) + ("+C" if setting.cot else "")
+
+
+def _fmt(value: float, scale: float = 100.0) -> str:
+    return "–" if value is None or math.isnan(value) else f"{value * scale:.1f}"
+
+
+def markdown_tables(runs: list[tuple[str, list[CellMetrics]]]) -> str:
+    """All blocks for all scorers present, as Markdown."""
+    cells = [(model, c) for model, cs in runs for c in cs]
+    out: list[str] = []
+    for scorer in ("generate", "ppl"):
+        mine = [(m, c) for m, c in cells if c.scorer == scorer]
+        if not mine:
+            continue
+        out.append(f"## {SCORER_TITLES[scorer]}\n")
+        settings = sorted({Setting.parse(c.setting) for _, c in mine}, key=lambda s: (s.shots, s.demos or "", s.cot))
+        for shots in sorted({s.shots for s in settings}):
+            out.append(_block(shots, [s for s in settings if s.shots == shots], mine, runs, scorer))
+    notes = [
+        f"- {model}: {c.task} / {c.setting} / {c.scorer}: {c.errors} error(s), {c.missing} missing"
+        for model, c in cells
+        if c.task != AVERAGE and (c.errors or c.missing)
+    ]
+    if notes:
+        out.append("Requests without a score (left out of the accuracy denominators):\n" + "\n".join(notes) + "\n")
+    return "\n".join(out)
+
+
+def _block(shots: int, settings: list[Setting], cells, runs, scorer: str) -> str:
+    tasks = [t for t in TASKS if any(c.task == t for _, c in cells)]
+    tasks += sorted({c.task for _, c in cells} - set(TASKS) - {AVERAGE})
+    columns = [(t, s) for t in tasks + [AVERAGE] for s in settings]
+    title = "Zero-shot" if shots == 0 else f"{shots}-shot"
+    head = ["Model"] + [
+        f"{TASK_HEADERS.get(t, t)} {_short(s)}" if len(settings) > 1 else TASK_HEADERS.get(t, t) for t, s in columns
+    ]
+    lines = [f"### {title}\n", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    index = {(m, c.task, c.setting): c for m, c in cells}
+    for model, _ in runs:
+        acc = [_fmt(getattr(index.get((model, t, s.name)), "accuracy", math.nan)) for t, s in columns]
+        lines.append("| " + " | ".join([model] + acc) + " |")
+        if scorer == "generate":
+            unparsed = [_fmt(getattr(index.get((model, t, s.name)), "unparsed_rate", math.nan)) for t, s in columns]
+            lines.append("| " + " | ".join([f"{model} · unparsed %"] + unparsed) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_csv(runs: list[tuple[str, list[CellMetrics]]], path: Path) -> None:
+    fields = ["model"] + list(CellMetrics.__dataclass_fields__)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        for model, cells in runs:
+            for c in cells:
+                writer.writerow({"model": model, **asdict(c)})

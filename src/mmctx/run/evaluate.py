@@ -1,0 +1,86 @@
+"""One call from a benchmark folder to a scored run folder.
+
+Order matters: the benchmark is validated and every prompt planned *before* the model is
+loaded, so a bad record costs seconds, not a model load; capabilities are checked before the
+first request; each response is committed as it arrives; scoring reads only the run folder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from mmctx.data.disk import load_benchmark
+from mmctx.models import load_backend
+from mmctx.models.base import Backend
+from mmctx.prompts.presets import get_preset
+from mmctx.run.plan import GenerationLimits, plan_requests
+from mmctx.run.runner import RunConfig, RunStats, check_capabilities, execute, manifest_for, open_run
+from mmctx.run.settings import parse_scorers, parse_settings
+from mmctx.score.results import CellMetrics, SampleResult, score_run, summarize, write_scores
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    stats: RunStats
+    results: list[SampleResult]
+    cells: list[CellMetrics]
+
+
+def evaluate(
+    benchmark: Path,
+    model: str,
+    run_dir: Path,
+    *,
+    settings: str | None = None,
+    scorers: str | None = None,
+    preset: str = "fewmmbench",
+    seed: int = 0,
+    limits: GenerationLimits = GenerationLimits(),
+    limit: int | None = None,
+    tasks: list[str] | None = None,
+    batch_size: int = 8,
+    device: str = "auto",
+    dtype: str = "auto",
+    revision: str | None = None,
+    trust_remote_code: bool = False,
+    retry_errors: bool = False,
+    show_progress: bool = True,
+    backend_factory: Callable[..., Backend] = load_backend,
+) -> RunOutcome:
+    bench = load_benchmark(benchmark)
+    bench.check()
+    config = RunConfig(
+        benchmark=str(Path(benchmark).resolve()),
+        benchmark_name=bench.name,
+        settings=[s.name for s in parse_settings(settings)],
+        scorers=parse_scorers(scorers),
+        preset=preset,
+        seed=seed,
+        limits=limits,
+        limit=limit,
+        tasks=tasks,
+        batch_size=batch_size,
+    )
+    plan = plan_requests(
+        bench, parse_settings(settings), config.scorers, get_preset(preset), seed, limits, limit=limit, tasks=tasks
+    )
+    backend = backend_factory(
+        model, device=device, dtype=dtype, batch_size=batch_size, revision=revision, trust_remote_code=trust_remote_code
+    )
+    check_capabilities(plan, backend)
+    run_dir = Path(run_dir)
+    open_run(run_dir, manifest_for(config, backend), plan, backend.info)
+    stats = execute(plan, backend, run_dir, batch_size=batch_size, show_progress=show_progress, retry_errors=retry_errors)
+    results, cells = rescore(run_dir)
+    return RunOutcome(run_dir, stats, results, cells)
+
+
+def rescore(run_dir: Path) -> tuple[list[SampleResult], list[CellMetrics]]:
+    """Score a run folder from its stored responses and write ``results.jsonl`` + ``summary.json``."""
+    results = score_run(run_dir)
+    cells = summarize(results)
+    write_scores(run_dir, results, cells)
+    return results, cells

@@ -1,0 +1,145 @@
+"""The plan: one request per query × setting × scorer, ordered query by query.
+
+All requests of one query sit back to back, so the shared parts of their prompts (the
+query's images and text) are processed close together. Planning renders every prompt and
+checks everything that can be checked without a model — missing demos, demos without
+rationales for CoT settings — so a bad record stops the run before any model is loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+
+from mmctx.models.base import ModelInfo
+from mmctx.prompts.build import BuiltPrompt, PromptError, build_prompt
+from mmctx.prompts.messages import prompt_fingerprint, to_jsonable
+from mmctx.prompts.presets import Preset
+from mmctx.run.settings import Setting
+from mmctx.schema import Benchmark, BenchmarkError, Problem
+
+
+@dataclass(frozen=True)
+class GenerationLimits:
+    """Generation limits per setting kind; part of every generate request's key."""
+
+    max_new_tokens: int = 16
+    cot_max_new_tokens: int = 512
+
+    def limit(self, setting: Setting) -> int:
+        return self.cot_max_new_tokens if setting.cot else self.max_new_tokens
+
+
+@dataclass(frozen=True)
+class PlannedRequest:
+    id: str  # "<setting>/<scorer>/<query id>"
+    query_id: str
+    task: str
+    source: str
+    format: str
+    setting: str
+    scorer: str
+    prompt: BuiltPrompt
+    max_new_tokens: int | None  # None for ppl
+
+    @property
+    def fingerprint(self) -> str:
+        """Everything about the request that can change its response, except the model."""
+        body = {
+            "kind": self.scorer,
+            "prompt": prompt_fingerprint(self.prompt.messages),
+            "options": list(self.prompt.options.texts) if self.scorer == "ppl" else None,
+            "max_new_tokens": self.max_new_tokens,
+        }
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+    def key(self, model: ModelInfo) -> str:
+        ident = json.dumps(
+            {"model": model.name, "revision": model.revision, "backend": model.backend, "settings": model.settings},
+            sort_keys=True,
+        )
+        return hashlib.sha256(f"{ident}\n{self.fingerprint}".encode()).hexdigest()
+
+    def record(self, model: ModelInfo) -> dict:
+        """The JSON line written to ``requests.jsonl``: enough to score without the benchmark."""
+        o = self.prompt.options
+        return {
+            "id": self.id,
+            "key": self.key(model),
+            "query_id": self.query_id,
+            "task": self.task,
+            "source": self.source,
+            "format": self.format,
+            "setting": self.setting,
+            "scorer": self.scorer,
+            "options": list(o.texts),
+            "labels": list(o.labels),
+            "order": list(o.order),
+            "gold": o.gold,
+            "demo_ids": list(self.prompt.demo_ids),
+            "max_new_tokens": self.max_new_tokens,
+            "fingerprint": self.fingerprint,
+            "prompt": to_jsonable(self.prompt.messages, with_paths=True),
+        }
+
+
+def plan_requests(
+    bench: Benchmark,
+    settings: list[Setting],
+    scorers: list[str],
+    preset: Preset,
+    seed: int,
+    limits: GenerationLimits,
+    limit: int | None = None,
+    tasks: list[str] | None = None,
+) -> list[PlannedRequest]:
+    """Every request of the run, in execution order; raises `BenchmarkError` listing all problems."""
+    queries = [q for q in bench.queries if tasks is None or q.task in tasks]
+    if limit is not None:
+        queries = _first_per_task(queries, limit)
+    requests: list[PlannedRequest] = []
+    problems: list[Problem] = []
+    for q in queries:
+        for setting in settings:
+            try:
+                demos = bench.demos_for(q, setting.demos, setting.shots) if setting.shots else []
+            except BenchmarkError as exc:
+                problems.extend(exc.problems)
+                continue
+            for scorer in scorers:
+                if not setting.supports(scorer):
+                    continue
+                try:
+                    prompt = build_prompt(q, demos, preset, setting.style(scorer), seed, bench.root)
+                except PromptError as exc:
+                    problems.append(Problem("queries", q.id, f"setting {setting.name}", str(exc)))
+                    continue
+                requests.append(
+                    PlannedRequest(
+                        id=f"{setting.name}/{scorer}/{q.id}",
+                        query_id=q.id,
+                        task=q.task,
+                        source=q.source,
+                        format=q.format,
+                        setting=setting.name,
+                        scorer=scorer,
+                        prompt=prompt,
+                        max_new_tokens=limits.limit(setting) if scorer == "generate" else None,
+                    )
+                )
+    if problems:
+        raise BenchmarkError(problems)
+    return requests
+
+
+def _first_per_task(queries, limit: int):
+    """The first ``limit`` queries of each task, so a quick run still covers every task."""
+    seen: dict[str, int] = {}
+    kept = []
+    for q in queries:
+        if seen.get(q.task, 0) < limit:
+            kept.append(q)
+            seen[q.task] = seen.get(q.task, 0) + 1
+    return kept
+

@@ -1,0 +1,224 @@
+"""Execute a plan against a backend into a run folder, resumably.
+
+    RUN/
+      manifest.json     everything that can change a score (see `RunConfig`)
+      requests.jsonl    the plan: one line per request, enough to score without the benchmark
+      responses.sqlite  the response store (see `ResponseStore`)
+
+A run started again in the same folder checks that its manifest matches, then asks only for
+the requests whose keys are not stored yet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    ProgressColumn,
+    Task,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.text import Text
+
+import mmctx
+from mmctx.models.base import Backend, GenerateRequest, ModelInfo, ScoreRequest
+from mmctx.run.plan import GenerationLimits, PlannedRequest
+from mmctx.run.store import ResponseStore
+from mmctx.score.extract import EXTRACTOR_VERSION
+
+MANIFEST = "manifest.json"
+REQUESTS = "requests.jsonl"
+STORE = "responses.sqlite"
+
+
+class RunError(RuntimeError):
+    """The run cannot start or continue as asked."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """The choices of a run that can change its scores; written to the manifest."""
+
+    benchmark: str
+    benchmark_name: str
+    settings: list[str]
+    scorers: list[str]
+    preset: str
+    seed: int
+    limits: GenerationLimits
+    limit: int | None = None
+    tasks: list[str] | None = None
+    batch_size: int = 8
+
+
+@dataclass
+class RunStats:
+    planned: int = 0
+    cached: int = 0
+    done: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+    queries: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def check_capabilities(plan: list[PlannedRequest], backend: Backend) -> None:
+    """Refuse a plan the backend cannot honour, before any request is sent."""
+    caps = backend.capabilities
+    name = backend.info.name
+    if any(r.scorer == "ppl" for r in plan) and not caps.loglikelihood:
+        raise RunError(f"model {name!r} cannot score option log-likelihoods; drop the 'ppl' scorer")
+    if not caps.chat_template:
+        raise RunError(f"model {name!r} has no chat template")
+    most = max((sum(len(m.images) for m in r.prompt.messages) for r in plan), default=0)
+    if caps.max_images is not None and most > caps.max_images:
+        raise RunError(f"model {name!r} takes at most {caps.max_images} images per prompt; this plan needs {most}")
+    multi_turn_images = any(sum(1 for m in r.prompt.messages if m.images) > 1 for r in plan)
+    if multi_turn_images and not caps.interleaved:
+        raise RunError(f"model {name!r} cannot take images in several turns; use a single-turn preset")
+
+
+def manifest_for(config: RunConfig, backend: Backend) -> dict:
+    return {
+        "mmctx_version": mmctx.__version__,
+        "model": asdict(backend.info),
+        "capabilities": asdict(backend.capabilities),
+        "config": asdict(config),
+        "extractor_version": EXTRACTOR_VERSION,
+        "python": platform.python_version(),
+    }
+
+
+def _comparable(manifest: dict) -> dict:
+    """The manifest less what may differ between a run and its resumption."""
+    config = {k: v for k, v in manifest["config"].items() if k != "batch_size"}
+    return {"model": manifest["model"], "config": config}
+
+
+def open_run(run_dir: Path, manifest: dict, plan: list[PlannedRequest], model: ModelInfo) -> None:
+    """Create the run folder, or check that an existing one is the same run."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / MANIFEST
+    if path.exists():
+        old = json.loads(path.read_text())
+        if _comparable(old) != _comparable(manifest):
+            raise RunError(
+                f"{run_dir} holds a different run (model or settings differ); use another --out folder.\n"
+                f"  stored:    {json.dumps(_comparable(old), sort_keys=True)}\n"
+                f"  requested: {json.dumps(_comparable(manifest), sort_keys=True)}"
+            )
+    else:
+        manifest = {**manifest, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+        _write_atomic(path, json.dumps(manifest, indent=2) + "\n")
+    lines = [json.dumps(r.record(model), ensure_ascii=False) for r in plan]
+    _write_atomic(run_dir / REQUESTS, "\n".join(lines) + "\n")
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _chunks_by_query(pending: list[PlannedRequest], queries_per_chunk: int) -> list[list[PlannedRequest]]:
+    """Consecutive requests of up to ``queries_per_chunk`` queries (the plan is in query order)."""
+    chunks: list[list[PlannedRequest]] = []
+    current: list[PlannedRequest] = []
+    ids: set[str] = set()
+    for r in pending:
+        if r.query_id not in ids and len(ids) == queries_per_chunk:
+            chunks.append(current)
+            current, ids = [], set()
+        ids.add(r.query_id)
+        current.append(r)
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def execute(
+    plan: list[PlannedRequest],
+    backend: Backend,
+    run_dir: Path,
+    batch_size: int = 8,
+    show_progress: bool = True,
+    retry_errors: bool = False,
+) -> RunStats:
+    """Send every request not yet stored; commit each batch as it completes."""
+    started = time.perf_counter()
+    stats = RunStats(planned=len(plan))
+    with ResponseStore(run_dir / STORE) as store:
+        if retry_errors:
+            stats.extra["errors_retried"] = store.delete_errors()
+        done = store.keys()
+        keyed = [(r, r.key(backend.info)) for r in plan]
+        pending = [(r, k) for r, k in keyed if k not in done]
+        stats.cached = len(plan) - len(pending)
+        key_of = {r.id: k for r, k in pending}
+        chunks = _chunks_by_query([r for r, _ in pending], batch_size)
+        stats.queries = len({r.query_id for r, _ in pending})
+        with _progress(show_progress) as progress:
+            task = progress.add_task(f"{len(pending)} requests", total=stats.queries)
+            for chunk in chunks:
+                rows = _run_chunk(chunk, backend, key_of)
+                store.put_many(rows)
+                stats.done += len(rows)
+                stats.errors += sum(1 for row in rows if row[4])
+                progress.update(task, advance=len({r.query_id for r in chunk}))
+    stats.seconds = time.perf_counter() - started
+    return stats
+
+
+def _run_chunk(chunk: list[PlannedRequest], backend: Backend, key_of: dict[str, str]) -> list[tuple]:
+    rows: list[tuple] = []
+    by_limit: dict[int, list[PlannedRequest]] = {}
+    for r in chunk:
+        if r.scorer == "generate":
+            by_limit.setdefault(r.max_new_tokens or 0, []).append(r)
+    for limit, group in by_limit.items():
+        outs = backend.generate([GenerateRequest(r.prompt.messages, limit) for r in group])
+        for r, g in zip(group, outs):
+            payload = {"text": g.text, "prompt_tokens": g.prompt_tokens, "output_tokens": g.output_tokens, "truncated": g.truncated}
+            rows.append((key_of[r.id], r.id, "generate", payload, g.error))
+    for r in chunk:
+        if r.scorer == "ppl":
+            s = backend.score([ScoreRequest(r.prompt.messages, r.prompt.options.texts)])[0]
+            payload = {
+                "loglikelihoods": list(s.loglikelihoods),
+                "token_counts": list(s.token_counts),
+                "prompt_tokens": s.prompt_tokens,
+            }
+            rows.append((key_of[r.id], r.id, "ppl", payload, s.error))
+    return rows
+
+
+class _SamplesPerSecond(ProgressColumn):
+    def render(self, task: Task) -> Text:
+        speed = task.finished_speed or task.speed
+        return Text("-- samples/s" if speed is None else f"{speed:.2f} samples/s")
+
+
+def _progress(show: bool) -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        _SamplesPerSecond(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        disable=not show,
+    )

@@ -1,0 +1,227 @@
+"""Score a run folder from its stored responses, without a model.
+
+Each planned request becomes one `SampleResult` with an outcome:
+
+- ``correct`` / ``wrong``: an answer was read and compared with the gold option;
+- ``unparsed``: generation gave no answer the extraction rules could read (counted as not
+  correct, and reported as its own rate — never replaced by a guess);
+- ``error``: the backend failed (context overflow, API failure): left out of the accuracy
+  denominator and reported as its own count — a failure is not a wrong answer;
+- ``missing``: the request has no stored response yet (an unfinished run).
+
+Accuracy per (task, setting, scorer) is over ``correct + wrong + unparsed``. The overall
+average is the mean of the task accuracies (the papers' "Avg." column).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mmctx.run.runner import REQUESTS, STORE
+from mmctx.run.store import ResponseStore
+from mmctx.score import metrics
+from mmctx.score.extract import extract_choice
+
+RESULTS = "results.jsonl"
+SUMMARY = "summary.json"
+
+
+@dataclass(frozen=True)
+class SampleResult:
+    request_id: str
+    query_id: str
+    task: str
+    source: str
+    setting: str
+    scorer: str
+    gold: int  # shown position of the correct option
+    pred: int | None
+    outcome: str  # correct | wrong | unparsed | error | missing
+    rule: str = ""  # extraction rule that fired (generate) or "lowest_ppl" (ppl)
+    response: str = ""
+    truncated: bool = False
+    loglikelihoods: tuple[float, ...] = ()
+    token_counts: tuple[int, ...] = ()
+    probs: tuple[float, ...] = ()
+    error: str | None = None
+
+    @property
+    def correct(self) -> bool:
+        return self.outcome == "correct"
+
+    @property
+    def answered(self) -> bool:
+        return self.outcome in ("correct", "wrong", "unparsed")
+
+
+@dataclass(frozen=True)
+class CellMetrics:
+    """Metrics of one (task, setting, scorer) cell."""
+
+    task: str
+    setting: str
+    scorer: str
+    n: int  # answered samples: the accuracy denominator
+    accuracy: float
+    ci_low: float
+    ci_high: float
+    unparsed_rate: float
+    truncation_rate: float
+    errors: int
+    missing: int
+    ece: float = math.nan
+    brier: float = math.nan
+    mean_confidence: float = math.nan
+
+
+def load_requests(run_dir: Path) -> list[dict]:
+    with open(Path(run_dir) / REQUESTS, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def score_request(request: dict, response: dict | None) -> SampleResult:
+    base = {
+        "request_id": request["id"],
+        "query_id": request["query_id"],
+        "task": request["task"],
+        "source": request.get("source", ""),
+        "setting": request["setting"],
+        "scorer": request["scorer"],
+        "gold": request["gold"],
+    }
+    if response is None:
+        return SampleResult(**base, pred=None, outcome="missing")
+    if response.get("error"):
+        return SampleResult(**base, pred=None, outcome="error", error=response["error"])
+    if request["scorer"] == "generate":
+        found = extract_choice(response["text"], request["options"], request["labels"])
+        outcome = "unparsed" if found.index is None else ("correct" if found.index == request["gold"] else "wrong")
+        return SampleResult(
+            **base,
+            pred=found.index,
+            outcome=outcome,
+            rule=found.rule,
+            response=response["text"],
+            truncated=bool(response.get("truncated")),
+        )
+    lls, counts = response["loglikelihoods"], response["token_counts"]
+    pred = metrics.ppl_choice(lls, counts)
+    probs = metrics.option_probabilities(lls, counts)
+    return SampleResult(
+        **base,
+        pred=pred,
+        outcome="correct" if pred == request["gold"] else "wrong",
+        rule="lowest_ppl",
+        loglikelihoods=tuple(lls),
+        token_counts=tuple(counts),
+        probs=tuple(float(p) for p in probs),
+    )
+
+
+def score_run(run_dir: Path) -> list[SampleResult]:
+    """One result per planned request, in plan order."""
+    run_dir = Path(run_dir)
+    requests = load_requests(run_dir)
+    with ResponseStore(run_dir / STORE) as store:
+        responses = store.get_all()
+    return [score_request(r, responses.get(r["key"])) for r in requests]
+
+
+def cell_metrics(task: str, setting: str, scorer: str, results: list[SampleResult], seed: int = 0) -> CellMetrics:
+    answered = [r for r in results if r.answered]
+    correct = [r.correct for r in answered]
+    low, high = metrics.bootstrap_ci([float(c) for c in correct], seed=seed)
+    cell = dict(
+        task=task,
+        setting=setting,
+        scorer=scorer,
+        n=len(answered),
+        accuracy=metrics.accuracy(correct) if answered else math.nan,
+        ci_low=low,
+        ci_high=high,
+        unparsed_rate=metrics.rate([r.outcome == "unparsed" for r in answered]),
+        truncation_rate=metrics.rate([r.truncated for r in answered]) if scorer == "generate" else math.nan,
+        errors=sum(r.outcome == "error" for r in results),
+        missing=sum(r.outcome == "missing" for r in results),
+    )
+    ranked = [r for r in answered if r.probs]
+    if ranked:
+        confidences = [r.probs[r.pred] for r in ranked]
+        cell.update(
+            ece=metrics.expected_calibration_error(confidences, [r.correct for r in ranked]),
+            brier=metrics.brier_score([np.array(r.probs) for r in ranked], [r.gold for r in ranked]),
+            mean_confidence=float(np.mean(confidences)),
+        )
+    return CellMetrics(**cell)
+
+
+AVERAGE = "Avg."
+
+
+def summarize(results: list[SampleResult]) -> list[CellMetrics]:
+    """Metrics per (task, setting, scorer), plus an ``Avg.`` row per (setting, scorer)."""
+    groups: dict[tuple[str, str, str], list[SampleResult]] = defaultdict(list)
+    for r in results:
+        groups[(r.task, r.setting, r.scorer)].append(r)
+    cells = [cell_metrics(t, s, sc, rs) for (t, s, sc), rs in groups.items()]
+    by_pair: dict[tuple[str, str], list[CellMetrics]] = defaultdict(list)
+    for c in cells:
+        by_pair[(c.setting, c.scorer)].append(c)
+    for (setting, scorer), group in by_pair.items():
+        per_task = [[float(r.correct) for r in groups[(c.task, setting, scorer)] if r.answered] for c in group]
+        cells.append(_average(setting, scorer, group, macro_bootstrap_ci(per_task)))
+    return cells
+
+
+def macro_bootstrap_ci(groups: list[list[float]], n_resamples: int = 1000, seed: int = 0) -> tuple[float, float]:
+    """Percentile CI of the mean of group means, resampling within each group."""
+    groups = [np.asarray(g) for g in groups if len(g)]
+    if not groups:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    means = np.zeros(n_resamples)
+    for g in groups:
+        means += g[rng.integers(0, len(g), size=(n_resamples, len(g)))].mean(axis=1)
+    means /= len(groups)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+
+
+def _average(setting: str, scorer: str, cells: list[CellMetrics], ci: tuple[float, float]) -> CellMetrics:
+    def mean(field: str) -> float:
+        values = [getattr(c, field) for c in cells if not math.isnan(getattr(c, field))]
+        return float(np.mean(values)) if values else math.nan
+
+    return CellMetrics(
+        task=AVERAGE,
+        setting=setting,
+        scorer=scorer,
+        n=sum(c.n for c in cells),
+        accuracy=mean("accuracy"),
+        ci_low=ci[0],
+        ci_high=ci[1],
+        unparsed_rate=mean("unparsed_rate"),
+        truncation_rate=mean("truncation_rate"),
+        errors=sum(c.errors for c in cells),
+        missing=sum(c.missing for c in cells),
+        ece=mean("ece"),
+        brier=mean("brier"),
+        mean_confidence=mean("mean_confidence"),
+    )
+
+
+def write_scores(run_dir: Path, results: list[SampleResult], cells: list[CellMetrics]) -> None:
+    run_dir = Path(run_dir)
+    with open(run_dir / RESULTS, "w", encoding="utf-8") as f:
+        for r in results:
+            f.write(json.dumps(asdict(r), ensure_ascii=False) + "\n")
+    (run_dir / SUMMARY).write_text(json.dumps([asdict(c) for c in cells], indent=1, allow_nan=True) + "\n")
+
+
+def load_summary(run_dir: Path) -> list[CellMetrics]:
+    return [CellMetrics(**c) for c in json.loads((Path(run_dir) / SUMMARY).read_text())]

@@ -1,0 +1,151 @@
+"""Runs end to end on shapes-world with real tiny checkpoints: resume, SIGKILL, errors, refusals."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mmctx.data.disk import load_benchmark, save_benchmark
+from mmctx.models import load_backend
+from mmctx.models.base import Capabilities
+from mmctx.run.evaluate import evaluate, rescore
+from mmctx.run.plan import GenerationLimits
+from mmctx.run.runner import STORE, RunError
+from mmctx.schema import BenchmarkError
+
+SMALL = dict(settings="0-shot,4-random,4-similar-cot", scorers="generate,ppl", limit=1, show_progress=False)
+LIMITS = GenerationLimits(max_new_tokens=6, cot_max_new_tokens=12)
+
+
+def _comparable(results):
+    return [
+        (r.request_id, r.outcome, r.pred, r.rule, r.response, tuple(round(x, 4) for x in r.loglikelihoods))
+        for r in results
+    ]
+
+
+def _stored_rows(run_dir: Path) -> int:
+    with sqlite3.connect(run_dir / STORE) as db:
+        return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+
+
+def test_run_scores_every_request_and_resumes_from_the_store(shapes_bench, tmp_path):
+    run = tmp_path / "run"
+    first = evaluate(shapes_bench, "builtin:tiny-idefics3", run, limits=LIMITS, **SMALL)
+    n_tasks = len(load_benchmark(shapes_bench).tasks)
+    # 3 settings, CoT generate-only: 5 requests per query; one query per task with --limit 1.
+    assert first.stats.planned == 5 * n_tasks
+    assert first.stats.cached == 0 and first.stats.done == first.stats.planned
+    assert _stored_rows(run) == first.stats.planned
+    assert {r.outcome for r in first.results} <= {"correct", "wrong", "unparsed"}
+    ppl = [r for r in first.results if r.scorer == "ppl"]
+    assert ppl and all(abs(sum(r.probs) - 1) < 1e-6 and r.rule == "lowest_ppl" for r in ppl)
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["model"]["name"] == "builtin:tiny-idefics3"
+    assert manifest["config"]["preset"] == "fewmmbench" and manifest["config"]["seed"] == 0
+    assert manifest["config"]["limits"] == {"max_new_tokens": 6, "cot_max_new_tokens": 12}
+    requests = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
+    assert all(r["key"] and r["options"] and "demo_ids" in r for r in requests)
+    assert any(len(r["demo_ids"]) == 4 for r in requests)
+
+    again = evaluate(shapes_bench, "builtin:tiny-idefics3", run, limits=LIMITS, **SMALL)
+    assert again.stats.cached == again.stats.planned and again.stats.done == 0
+    assert _comparable(again.results) == _comparable(first.results)
+    assert _stored_rows(run) == first.stats.planned
+
+
+def test_a_different_run_in_the_same_folder_is_refused(shapes_bench, tmp_path):
+    run = tmp_path / "run"
+    evaluate(shapes_bench, "builtin:tiny-idefics3", run, limits=LIMITS, settings="0-shot", scorers="ppl", limit=1, show_progress=False)
+    with pytest.raises(RunError, match="different run"):
+        evaluate(shapes_bench, "builtin:tiny-idefics3", run, limits=LIMITS, settings="0-shot", scorers="ppl", limit=1, seed=1, show_progress=False)
+
+
+def test_bad_benchmark_fails_before_the_model_is_loaded(shapes_bench, tmp_path):
+    bench = load_benchmark(shapes_bench)
+    q = bench.queries[0]
+    bench.queries[0] = q.model_copy(update={"answer": "not a choice", "demo_keys": {**q.demo_keys, "random": ["ghost"]}})
+    bad = save_benchmark(bench, tmp_path / "bad")
+    loaded = []
+
+    def factory(*args, **kwargs):
+        loaded.append(args)
+        return load_backend(*args, **kwargs)
+
+    with pytest.raises(BenchmarkError) as err:
+        evaluate(bad, "builtin:tiny-idefics3", tmp_path / "run", backend_factory=factory, show_progress=False)
+    assert not loaded
+    message = str(err.value)
+    assert f"queries[{q.id}].answer" in message and "unknown demo key 'ghost'" in message
+
+
+def test_capability_mismatch_is_refused_before_any_request(shapes_bench, tmp_path):
+    def one_image_model(*args, **kwargs):
+        backend = load_backend(*args, **kwargs)
+        backend.capabilities = Capabilities(1, True, True, True, 4096)
+        return backend
+
+    with pytest.raises(RunError, match="at most 1 images"):
+        evaluate(shapes_bench, "builtin:tiny-llava", tmp_path / "run", backend_factory=one_image_model, **SMALL)
+    assert not (tmp_path / "run" / STORE).exists()
+
+
+def test_failed_requests_are_errors_not_wrong_answers_and_can_be_retried(shapes_bench, tmp_path):
+    def short_window(*args, **kwargs):
+        backend = load_backend(*args, **kwargs)
+        backend.capabilities = Capabilities(None, True, True, True, 300)
+        return backend
+
+    run = tmp_path / "run"
+    out = evaluate(shapes_bench, "builtin:tiny-llava", run, limits=LIMITS, backend_factory=short_window, **SMALL)
+    errors = [r for r in out.results if r.outcome == "error"]
+    assert errors and all(r.error.startswith("context_overflow") for r in errors)
+    assert any(r.outcome != "error" for r in out.results)  # zero-shot prompts still fit
+    avg = {(c.setting, c.scorer): c for c in out.cells if c.task != "Avg."}
+    for c in avg.values():
+        group = [r for r in out.results if (r.task, r.setting, r.scorer) == (c.task, c.setting, c.scorer)]
+        assert c.errors == sum(r.outcome == "error" for r in group)
+        assert c.n == sum(r.outcome != "error" for r in group)
+    again = evaluate(shapes_bench, "builtin:tiny-llava", run, limits=LIMITS, retry_errors=True, **SMALL)
+    assert again.stats.extra["errors_retried"] == len(errors)
+    assert not any(r.outcome == "error" for r in again.results)
+
+
+def _run_cli(bench: Path, run: Path) -> list[str]:
+    return [
+        sys.executable, "-m", "mmctx", "run", str(bench), "--model", "builtin:tiny-idefics3", "--out", str(run),
+        "--settings", "0-shot,4-similar,8-random", "--scorers", "generate,ppl", "--limit", "2",
+        "--max-new-tokens", "24", "--batch-size", "2", "--no-progress",
+    ]  # fmt: skip
+
+
+def test_sigkill_then_resume_equals_an_uninterrupted_run(shapes_bench, tmp_path):
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    whole = tmp_path / "whole"
+    subprocess.run(_run_cli(shapes_bench, whole), check=True, env=env, capture_output=True)
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(_run_cli(shapes_bench, killed), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if (killed / STORE).exists() and _stored_rows(killed) >= 8:
+            break
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    partial = _stored_rows(killed)
+    total = sum(1 for _ in open(whole / "requests.jsonl"))
+    assert 8 <= partial < total, "the kill must land mid-run for this test to mean anything"
+    subprocess.run(_run_cli(shapes_bench, killed), check=True, env=env, capture_output=True)
+    assert _stored_rows(killed) == total  # nothing lost, nothing duplicated
+    a = [json.loads(line) for line in open(whole / "results.jsonl")]
+    b = [json.loads(line) for line in open(killed / "results.jsonl")]
+    assert a == b
+    assert rescore(killed)[0] == rescore(whole)[0]
