@@ -113,7 +113,15 @@ class Benchmark:
 
     def __post_init__(self) -> None:
         self.root = Path(self.root)
-        self._demo_index = {d.id: d for d in self.demos}
+
+    @property
+    def _demo_index(self) -> dict[str, Sample]:
+        # Rebuilt when the table is replaced or grows or shrinks; cheap enough to ask per demo.
+        cached = self.__dict__.get("_index_cache")
+        if cached is None or cached[0] is not self.demos or cached[1] != len(self.demos):
+            cached = (self.demos, len(self.demos), {d.id: d for d in self.demos})
+            self.__dict__["_index_cache"] = cached
+        return cached[2]
 
     def demo(self, key: str) -> Sample:
         return self._demo_index[key]
@@ -121,11 +129,14 @@ class Benchmark:
     def demos_for(self, query: Sample, strategy: str, k: int) -> list[Sample]:
         """The first ``k`` demos of ``query`` under ``strategy``, in stored order."""
         keys = query.demo_keys.get(strategy, [])
+        field = f"demo_keys.{strategy}"
         if len(keys) < k:
-            raise BenchmarkError(
-                [Problem("queries", query.id, f"demo_keys.{strategy}", f"needs {k} demos, has {len(keys)}")]
-            )
-        return [self._demo_index[key] for key in keys[:k]]
+            raise BenchmarkError([Problem("queries", query.id, field, f"needs {k} demos, has {len(keys)}")])
+        index = self._demo_index
+        unknown = [key for key in keys[:k] if key not in index]
+        if unknown:
+            raise BenchmarkError([Problem("queries", query.id, field, f"unknown demo key(s) {unknown!r}")])
+        return [index[key] for key in keys[:k]]
 
     def image_path(self, rel: str) -> Path:
         return self.root / rel

@@ -55,11 +55,13 @@ def read_samples(path: Path) -> list[Sample]:
     path = Path(path)
     if path.suffix == ".jsonl":
         samples = []
-        with open(path, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
+        # Binary lines, decoded one at a time, so bad UTF-8 is reported with its line like bad JSON is.
+        with open(path, "rb") as f:
+            for lineno, raw in enumerate(f, 1):
                 try:
+                    line = raw.decode("utf-8")
+                    if not line.strip():
+                        continue
                     samples.append(Sample.model_validate_json(line))
                 except ValueError as exc:
                     raise ValueError(f"{path}:{lineno}: {exc}") from exc
@@ -80,8 +82,12 @@ def read_samples(path: Path) -> list[Sample]:
     raise ValueError(f"{path}: tables must be .jsonl or .parquet")
 
 
-def _table(root: Path, name: str) -> Path:
-    for suffix in (".jsonl", ".parquet"):
+def _table(root: Path, name: str, preferred: str | None = None) -> Path:
+    # The header's format comes first: a folder re-saved in the other format still holds the old, stale table.
+    suffixes = (".jsonl", ".parquet")
+    if preferred in ("jsonl", "parquet"):
+        suffixes = (f".{preferred}",) + tuple(x for x in suffixes if x != f".{preferred}")
+    for suffix in suffixes:
         if (root / f"{name}{suffix}").exists():
             return root / f"{name}{suffix}"
     raise FileNotFoundError(f"{root}: no {name}.jsonl or {name}.parquet")
@@ -113,7 +119,7 @@ def load_benchmark(path: Path) -> Benchmark:
     return Benchmark(
         name=header.get("name", root.name),
         description=header.get("description", ""),
-        queries=read_samples(_table(root, "queries")),
-        demos=read_samples(_table(root, "demos")),
+        queries=read_samples(_table(root, "queries", header.get("tables"))),
+        demos=read_samples(_table(root, "demos", header.get("tables"))),
         root=root,
     )
