@@ -11,6 +11,7 @@ escapes it.
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -146,15 +147,14 @@ class Benchmark:
         seen = dict.fromkeys(q.task for q in self.queries)
         return [t for t in TASKS if t in seen] + [t for t in seen if t not in TASKS]
 
-    def max_images(self, k: int = 8) -> int:
-        """Most images any k-shot prompt of this benchmark can carry (query + its demos)."""
-        most = 0
-        for q in self.queries:
-            for keys in q.demo_keys.values() or [[]]:
-                n = len(q.images) + sum(len(self._demo_index[d].images) for d in keys[:k] if d in self._demo_index)
-                most = max(most, n)
-            most = max(most, len(q.images))
-        return most
+    def fingerprint(self) -> str:
+        """Hash of every record of both tables (image files are hashed into each prompt instead)."""
+        h = hashlib.sha256()
+        for table in (self.queries, self.demos):
+            for s in table:
+                h.update(s.model_dump_json().encode())
+            h.update(b"\x00")
+        return h.hexdigest()
 
     def validate(self, check_images: bool = True) -> list[Problem]:
         return validate_benchmark(self, check_images=check_images)

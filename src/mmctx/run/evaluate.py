@@ -55,6 +55,7 @@ def evaluate(
     config = RunConfig(
         benchmark=str(Path(benchmark).resolve()),
         benchmark_name=bench.name,
+        benchmark_sha256=bench.fingerprint(),
         settings=[s.name for s in parse_settings(settings)],
         scorers=parse_scorers(scorers),
         preset=preset,

@@ -51,6 +51,7 @@ class RunConfig:
 
     benchmark: str
     benchmark_name: str
+    benchmark_sha256: str
     settings: list[str]
     scorers: list[str]
     preset: str
@@ -101,7 +102,8 @@ def manifest_for(config: RunConfig, backend: Backend) -> dict:
 
 def _comparable(manifest: dict) -> dict:
     """The manifest less what may differ between a run and its resumption."""
-    config = {k: v for k, v in manifest["config"].items() if k != "batch_size"}
+    # Where the benchmark lives and how big the batches are may change; what it holds may not.
+    config = {k: v for k, v in manifest["config"].items() if k not in ("batch_size", "benchmark")}
     return {"model": manifest["model"], "config": config}
 
 
