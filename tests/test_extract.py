@@ -1,0 +1,284 @@
+"""Answer extraction: a table of realistic responses, plus robustness properties."""
+
+from __future__ import annotations
+
+import random
+import string
+import time
+
+import pytest
+
+from mmctx.score.extract import EXTRACTOR_VERSION, RULES, Extraction, extract_choice
+
+COLORS = ["red", "blue", "green", "yellow"]
+SHADES = ["red", "dark red", "blue"]
+SHAPES = ["square", "circle", "triangle", "star"]
+COUNTS = ["2", "3", "4", "5"]
+COUNT_WORDS = ["two", "three", "four", "twelve"]
+YN = ["Yes", "No"]
+NY = ["No", "Yes"]
+TF = ["True", "False"]
+NOTA = ["a cat", "a dog", "Cannot be determined"]
+CAPS = ["A dog is sleeping on a red sofa.", "A cat is sitting on a wooden chair."]
+TEN = ["ant", "bee", "cow", "doe", "eel", "fox", "gnu", "hen", "ibis", "jay"]
+DIGITS = ["1", "2"]
+TEN_LABELS = list("ABCDEFGHIJ")
+
+# fmt: off
+# Each row: response, options as shown, labels (None = A, B, ...), expected index, expected rule.
+CASES: list[tuple[str, list[str], list[str] | None, int | None, str]] = [
+    # --- short answers: the whole response is the label
+    ("B", COLORS, None, 1, "bare_letter"),
+    ("(C)", COLORS, None, 2, "bare_letter"),
+    ("D.", COLORS, None, 3, "bare_letter"),
+    ("[A]", COLORS, None, 0, "bare_letter"),
+    ("B)", COLORS, None, 1, "bare_letter"),
+    ("**C**", COLORS, None, 2, "bare_letter"),
+    ("Option B", COLORS, None, 1, "bare_letter"),
+    ("b", COLORS, None, 1, "bare_letter"),
+    ("  A\n", COLORS, None, 0, "bare_letter"),
+    ("C<|im_end|>", COLORS, None, 2, "bare_letter"),
+    ("(2)", CAPS, DIGITS, 1, "bare_letter"),
+    ("2", CAPS, DIGITS, 1, "bare_letter"),
+    # --- label followed by its option text; contradiction is not guessed away
+    ("B. blue", COLORS, None, 1, "label_with_text"),
+    ("(C) green", COLORS, None, 2, "label_with_text"),
+    ("A: red", COLORS, None, 0, "label_with_text"),
+    ("(B) dark red", SHADES, None, 1, "label_with_text"),
+    ("B. red", COLORS, None, None, "ambiguous"),
+    ("A. red\nB. blue\nC. green\nD. yellow", COLORS, None, None, "ambiguous"),
+    # --- explicit answer markers
+    ("Answer: C", COLORS, None, 2, "answer_marker"),
+    ("Final answer: (B)", COLORS, None, 1, "answer_marker"),
+    ("The answer is D.", COLORS, None, 3, "answer_marker"),
+    ("The correct option is A.", COLORS, None, 0, "answer_marker"),
+    ("\\boxed{B}", COLORS, None, 1, "answer_marker"),
+    ("So we get $\\boxed{\\text{C}}$.", COLORS, None, 2, "answer_marker"),
+    ("Answer: green", COLORS, None, 2, "answer_marker"),
+    ("ANSWER: yellow", COLORS, None, 3, "answer_marker"),
+    ("**Answer:** B", COLORS, None, 1, "answer_marker"),
+    ("### Final Answer\n\n(D) yellow", COLORS, None, 3, "answer_marker"),
+    ("I'd go with C.", COLORS, None, 2, "answer_marker"),
+    ("After checking the roof, C is correct.", COLORS, None, 2, "answer_marker"),
+    ("the answer is b because the sky reflects on the paint", COLORS, None, 1, "answer_marker"),
+    ("I think the answer is a circle.", SHAPES, None, 1, "answer_marker"),
+    ("Answer: five", COUNTS, None, 3, "answer_marker"),
+    ("Answer: Yes", NY, None, 1, "answer_marker"),
+    ("Answer: 1", CAPS, DIGITS, 0, "answer_marker"),
+    ("I think the answer is J.", TEN, TEN_LABELS, 9, "answer_marker"),
+    ("The answer is (A) blue.", COLORS, None, None, "ambiguous"),
+    ("The answer is: A or B", COLORS, None, None, "hedged"),
+    ("Answer: B and C", COLORS, None, None, "ambiguous"),
+    ("Answer: B. A dog is painted on the blue car.", COLORS, None, 1, "answer_marker"),
+    ("Answer: B<end_of_utterance>", COLORS, None, 1, "answer_marker"),
+    ("Option (C) is correct.", COLORS, None, 2, "answer_marker"),
+    ("The correct answer is: **B) blue**", COLORS, None, 1, "answer_marker"),
+    # --- chain of thought: options restated before the conclusion; the last marker wins
+    (
+        (
+            "Let's look at each option.\nA. red - the car is not red.\nB. blue - the car is clearly blue.\n"
+            "C. green - no.\nD. yellow - no.\nThe answer is B."
+        ),
+        COLORS, None, 1, "answer_marker",
+    ),
+    ("Answer: A\n\nWait, looking again at the roof, the answer is C.", COLORS, None, 2, "answer_marker"),
+    ("Answer: B\nExplanation: the answer is clear from the colour of the roof.", COLORS, None, 1, "answer_marker"),
+    ("The answer is not A. The car is blue, so the final answer: B", COLORS, None, 1, "answer_marker"),
+    ("The answer is C. Actually, after a closer look, the answer is B.", COLORS, None, 1, "answer_marker"),
+    ("B... no wait, C. Final answer: C", COLORS, None, 2, "answer_marker"),
+    (
+        "The first caption mentions a dog, but the image shows a cat, so the second caption is correct.",
+        CAPS, None, 1, "answer_marker",
+    ),
+    ("The roof reflects the sky, which is blue.\nTherefore, B.", COLORS, None, 1, "final_line_label"),
+    ("The car in the image is painted a deep blue.\n\n(B)", COLORS, None, 1, "final_line_label"),
+    ("A\nB", COLORS, None, None, "ambiguous"),
+    ("(A) red (B) blue (C) green (D) yellow. I think it is (B).", COLORS, None, 1, "final_line_label"),
+    ("A. red\nB. blue\nC. green\nD. yellow\n\nThe car is blue, so C.", COLORS, None, 2, "final_line_label"),
+    ("B\n\nExplanation: the car is blue, not red or green.", COLORS, None, 1, "label_with_text"),
+    ("B is the answer.", COLORS, None, 1, "answer_marker"),
+    ("The answer is A, since the apple is red.", COLORS, None, 0, "answer_marker"),
+    # --- reasoning traces
+    ("<think>It could be red (A) but the lighting suggests blue.</think>\nB", COLORS, None, 1, "bare_letter"),
+    ("<think>Answer: A? Hmm, no.</think>Answer: D", COLORS, None, 3, "answer_marker"),
+    ("Okay, the car looks green to me.\n</think>\n\nC", COLORS, None, 2, "bare_letter"),
+    ("<think>I need to compare the options carefully, starting with A", COLORS, None, None, "empty"),
+    ("", COLORS, None, None, "empty"),
+    ("   \n  ", COLORS, None, None, "empty"),
+    # --- hedges and contradictions
+    ("A or B", COLORS, None, None, "hedged"),
+    ("Either A or B, hard to say.", COLORS, None, None, "hedged"),
+    ("B, no wait, maybe C", COLORS, None, None, "hedged"),
+    ("I cannot tell from the image.", COLORS, None, None, "hedged"),
+    ("Not sure.", COLORS, None, None, "hedged"),
+    ("It is red or blue.", COLORS, None, None, "hedged"),
+    ("(A)/(B)", COLORS, None, None, "hedged"),
+    ("Yes and no.", YN, None, None, "hedged"),
+    # --- prose containing stray "a" / "I" is not a label
+    ("I think a circle", SHAPES, None, 1, "option_text"),
+    ("A circle.", SHAPES, None, 1, "option_text"),
+    ("I believe it is a triangle.", SHAPES, None, 2, "option_text"),
+    ("It's a star, I think.", SHAPES, None, 3, "option_text"),
+    ("I see a square with a star inside it.", SHAPES, None, None, "ambiguous"),
+    ("A dog is lying on the floor.", CAPS, None, None, "no_match"),
+    ("In the image a cat sits on a chair.", CAPS, None, None, "no_match"),  # not "image A"
+    ("I see a fox.", TEN, TEN_LABELS, 5, "option_text"),  # "I" is label 8 here
+    ("I think it's J.", TEN, TEN_LABELS, 9, "bare_letter"),  # filler around a lone label
+    # --- bracketed / bold label inside prose
+    ("Looking at the roof, I'd say (C) fits best.", COLORS, None, 2, "bracketed_label"),
+    ("The best fit is **D** given the wall colour.", COLORS, None, 3, "bracketed_label"),
+    ("It is not (A); I pick the one marked (C).", COLORS, None, 2, "bracketed_label"),
+    ("Option A says red and option C says green; the roof is grey.", COLORS, None, None, "ambiguous"),
+    # --- option text, longest match, numbers vs number words
+    ("dark red", SHADES, None, 1, "option_text"),
+    ("It's a dark red car.", SHADES, None, 1, "option_text"),
+    ("Red.", SHADES, None, 0, "option_text"),
+    ("Dark red, not red.", SHADES, None, 1, "option_text"),
+    ("The car is red and the door is blue.", SHADES, None, None, "ambiguous"),
+    ("three", COUNTS, None, 1, "option_text"),
+    ("There are 4 apples in the bowl.", COUNT_WORDS, None, 2, "option_text"),
+    ("I count twelve birds.", COUNT_WORDS, None, 3, "option_text"),
+    ("There are 3 cats and 2 dogs.", COUNTS, None, None, "ambiguous"),
+    ("Cannot be determined", NOTA, None, 2, "option_text"),
+    ("It's a dog.", NOTA, None, 1, "option_text"),
+    ("A cat is sitting on a wooden chair.", CAPS, None, 1, "option_text"),
+    # --- yes / no / true / false
+    ("Yes", YN, None, 0, "yes_no"),
+    ("no.", YN, None, 1, "yes_no"),
+    ("Yes, there is a dog on the sofa.", NY, None, 1, "yes_no"),
+    ("True", YN, None, 0, "yes_no"),
+    ("Incorrect, the man is not holding an umbrella.", YN, None, 1, "yes_no"),
+    ("FALSE", TF, None, 1, "yes_no"),
+    ("Correct.", TF, None, 0, "yes_no"),
+    ("Nope.", YN, None, 1, "yes_no"),
+    ("Is there a dog? Yes.", YN, None, 0, "yes_no"),
+    ("There is no dog in the picture.\nNo", YN, None, 1, "yes_no"),
+    # --- caption ordinals
+    ("The first caption.", CAPS, DIGITS, 0, "ordinal"),
+    ("Caption 2", CAPS, DIGITS, 1, "ordinal"),
+    ("The second one matches the image better.", CAPS, None, 1, "ordinal"),
+    ("Caption A", CAPS, None, 0, "ordinal"),
+    ("The latter.", CAPS, None, 1, "ordinal"),
+    # --- nothing to go on
+    ("The image shows a car parked on a street.", COLORS, None, None, "no_match"),
+    ("I'm sorry, I can't help with that.", COLORS, None, None, "no_match"),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(("text", "options", "labels", "index", "rule"), CASES, ids=[repr(c[0])[:50] for c in CASES])
+def test_extraction_table(
+    text: str, options: list[str], labels: list[str] | None, index: int | None, rule: str
+) -> None:
+    got = extract_choice(text, options, labels)
+    assert (got.index, got.rule) == (index, rule), got
+
+
+def test_table_is_large_and_covers_every_deciding_rule() -> None:
+    assert len(CASES) >= 60
+    covered = {rule for *_, rule in CASES}
+    assert set(RULES) | {"ambiguous"} <= covered
+
+
+def test_rule_chain_is_named_ordered_and_versioned() -> None:
+    assert RULES[0] == "empty" and RULES[-1] == "no_match"
+    assert RULES.index("answer_marker") < RULES.index("bare_letter") < RULES.index("option_text")
+    assert RULES.index("option_text") < RULES.index("yes_no") < RULES.index("ordinal")
+    assert len(set(RULES)) == len(RULES)
+    assert EXTRACTOR_VERSION == "1"
+
+
+def test_long_responses_stay_fast() -> None:
+    # Option matching must not be quadratic in the number of mentions (long, repetitive CoT).
+    text = "The car could be red or maybe dark red; " * 1500 + "Answer: D"
+    start = time.perf_counter()
+    assert extract_choice(text, SHADES + ["green"]).index == 3
+    assert time.perf_counter() - start < 2.0
+
+
+def test_span_records_what_was_matched() -> None:
+    assert extract_choice("It's a dark red car.", SHADES).span == "dark red"
+    assert "B" in extract_choice("so the final answer is B", COLORS).span
+
+
+def test_labels_with_brackets_are_normalised() -> None:
+    assert extract_choice("(b)", COLORS, ["(a)", "(b)", "(c)", "(d)"]).index == 1
+
+
+@pytest.mark.parametrize(
+    ("options", "labels"),
+    [([], None), (["x", "y"], ["A"]), (["x", "y"], ["A", "a"]), (["x", "y"], ["A", "()"])],
+)
+def test_caller_errors_raise(options: list[str], labels: list[str] | None) -> None:
+    with pytest.raises(ValueError):
+        extract_choice("A", options, labels)
+
+
+def test_unparsed_is_never_a_guess() -> None:
+    # The same unparseable answer, asked many times, never yields an index.
+    for _ in range(50):
+        assert extract_choice("Hmm, hard to say.", COLORS) == Extraction(None, "hedged", "hard to say")
+
+
+def test_deterministic() -> None:
+    for text, options, labels, *_ in CASES:
+        first = extract_choice(text, options, labels)
+        assert all(extract_choice(text, options, labels) == first for _ in range(3))
+
+
+# --- robustness on arbitrary text ---------------------------------------------------------------
+
+_ALPHABET = string.ascii_letters + string.digits + " \n\t.,:;()[]{}*_#$\\/-'\"<>|?!" + "éß\u2019\u201c\u00a0٣²"
+_FRAGMENTS = ["Answer:", "the answer is", "<think>", "</think>", "\\boxed{", "}", "(A)", "**B**", " or ", "not ",
+              "first caption", "yes", "no", "three", "3", "red", "dark red", "either", "\n"]  # fmt: skip
+
+
+def _check_any(text: str, options: list[str], labels: list[str] | None) -> None:
+    got = extract_choice(text, options, labels)
+    assert isinstance(got, Extraction)
+    assert got.index is None or 0 <= got.index < len(options)
+    assert got.rule in RULES or got.rule in {"ambiguous", "hedged"}
+    assert (got.index is None) == (got.rule in {"empty", "ambiguous", "hedged", "no_match"})
+    assert extract_choice(text, options, labels) == got
+
+
+def test_fuzz_seeded_without_hypothesis() -> None:
+    # Cheap always-on fuzz that biases towards the syntax the rules look for.
+    rng = random.Random(1234)
+    option_sets: list[tuple[list[str], list[str] | None]] = [
+        (COLORS, None), (SHADES, None), (YN, None), (CAPS, DIGITS), (COUNTS, None), (TEN, TEN_LABELS),
+    ]  # fmt: skip
+    for _ in range(1500):
+        parts = [
+            rng.choice(_FRAGMENTS) if rng.random() < 0.5 else rng.choice(_ALPHABET) for _ in range(rng.randint(0, 25))
+        ]
+        options, labels = rng.choice(option_sets)
+        _check_any("".join(parts), options, labels)
+
+
+try:  # the property tests need hypothesis; the seeded fuzz above runs regardless
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+except ImportError:  # pragma: no cover
+
+    def test_property_tests_need_hypothesis() -> None:
+        pytest.skip("hypothesis not installed")
+
+else:
+    # database=None: no .hypothesis/ directory left in the checkout; failures still print the example.
+    @settings(max_examples=300, deadline=None, database=None)
+    @given(
+        text=st.one_of(
+            st.text(max_size=300),
+            st.lists(st.sampled_from(_FRAGMENTS + list(_ALPHABET)), max_size=40).map("".join),
+        ),
+        options=st.lists(st.text(min_size=0, max_size=20), min_size=1, max_size=6),
+    )
+    def test_never_raises_and_index_in_range(text: str, options: list[str]) -> None:
+        _check_any(text, options, None)
+
+    @settings(max_examples=150, deadline=None, database=None)
+    @given(text=st.text(max_size=200), n=st.integers(min_value=1, max_value=5))
+    def test_digit_labels_never_raise(text: str, n: int) -> None:
+        options = [f"option text number {i}" for i in range(n)]
+        _check_any(text, options, [str(i + 1) for i in range(n)])
