@@ -45,9 +45,12 @@ def backend(request, tiny_models):
     return HFBackend(str(tiny_models[request.param]), device="cpu", dtype="float32", batch_size=4)
 
 
-def test_fast_scores_equal_naive_forward_per_option(backend, images):
+@pytest.mark.parametrize("packing", [True, False], ids=["packed", "copied-cache"])
+def test_fast_scores_equal_naive_forward_per_option(backend, images, packing):
     req = ScoreRequest(few_shot(images), OPTIONS)
+    backend._packing = packing
     fast = backend.score([req])[0]
+    backend._packing = None
     naive = backend.score_naive(req)
     assert fast.error is None
     assert fast.token_counts == naive.token_counts
@@ -56,6 +59,20 @@ def test_fast_scores_equal_naive_forward_per_option(backend, images):
         assert abs(a - b) < 1e-4
     # Random weights still give different options different scores: the test can fail.
     assert len({round(x, 3) for x in fast.loglikelihoods}) == len(OPTIONS)
+
+
+def test_packing_is_verified_once_and_eager_attention_packs_too(tiny_models, images):
+    """The first scored query checks packed against copied-cache scores before trusting packing."""
+    for attn in ("sdpa", "eager"):
+        b = HFBackend(str(tiny_models["llava"]), device="cpu", dtype="float32", attn_implementation=attn)
+        assert b._attn_impl == attn and b._packing is None
+        req = ScoreRequest(few_shot(images), OPTIONS)
+        first = b.score([req])[0]
+        assert b._packing is True
+        second = b.score([req])[0]
+        naive = b.score_naive(req)
+        for x, y, z in zip(first.loglikelihoods, second.loglikelihoods, naive.loglikelihoods):
+            assert abs(x - y) < 1e-4 and abs(y - z) < 1e-4
 
 
 def test_batch_size_one_and_n_give_same_scores(backend, images):

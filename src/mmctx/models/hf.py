@@ -84,6 +84,7 @@ class HFBackend:
         dtype: str = "auto",
         batch_size: int = 8,
         trust_remote_code: bool = False,
+        attn_implementation: str | None = None,
     ):
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
@@ -93,10 +94,16 @@ class HFBackend:
         kwargs = {"revision": revision, "trust_remote_code": trust_remote_code}
         try:
             self.processor = AutoProcessor.from_pretrained(model, **kwargs)
-            self.model = AutoModelForImageTextToText.from_pretrained(model, dtype=self.dtype, **kwargs)
+            self.model = AutoModelForImageTextToText.from_pretrained(
+                model, dtype=self.dtype, attn_implementation=attn_implementation, **kwargs
+            )
         except Exception as exc:
             raise ModelError(f"model {model!r} could not be loaded: {exc}") from exc
         self.model.to(self.device).eval()
+        text_config = self.model.config.get_text_config()
+        self._attn_impl = getattr(text_config, "_attn_implementation", None) or "eager"
+        # Packed option scoring needs a custom 4D mask, which flash attention cannot take.
+        self._packing: bool | None = None if self._attn_impl in ("sdpa", "eager") else False
         self.tokenizer = getattr(self.processor, "tokenizer", self.processor)
         if getattr(self.processor, "chat_template", None) is None:
             raise ModelError(f"model {model!r} has no chat template; mmctx renders prompts through it")
@@ -113,7 +120,6 @@ class HFBackend:
             backend="hf",
             settings={"dtype": str(self.dtype).removeprefix("torch."), "device": self.device.split(":")[0]},
         )
-        text_config = getattr(self.model.config, "text_config", self.model.config)
         self.capabilities = Capabilities(
             max_images=None,
             interleaved=True,
@@ -274,29 +280,66 @@ class HFBackend:
             last = prefill.logits[0, -1].float().log_softmax(-1)
             lls: list[float] = []
             for start in range(0, len(suffixes), self.batch_size):
-                chunk = suffixes[start : start + self.batch_size]
-                lls.extend(self._score_chunk(cache, last, context_len, chunk, starts[start : start + len(chunk)]))
+                chunk, chunk_starts = suffixes[start : start + self.batch_size], starts[start : start + self.batch_size]
+                lls.extend(self._score_options(cache, last, context_len, chunk, chunk_starts))
         counts = [len(s) - st for s, st in zip(suffixes, starts)]
         return OptionScores(loglikelihoods=tuple(lls), token_counts=tuple(counts), prompt_tokens=context_len)
 
-    def _score_chunk(self, cache, last: torch.Tensor, context_len: int, suffixes: list[list[int]], starts: list[int]) -> list[float]:
+    def _score_options(self, cache, last, context_len: int, suffixes: list[list[int]], starts: list[int]) -> list[float]:
+        """Packed scoring when this model supports it, checked once against the copied-cache path."""
+        if self._packing is None:
+            packed = self._score_packed(cache, last, context_len, suffixes, starts)
+            copied = self._score_copied(cache, last, context_len, suffixes, starts)
+            # Models with their own position scheme (e.g. multimodal RoPE) disagree: fall back for good.
+            self._packing = all(abs(a - b) <= 1e-3 * max(1.0, abs(b)) for a, b in zip(packed, copied))
+            return copied
+        if self._packing:
+            return self._score_packed(cache, last, context_len, suffixes, starts)
+        return self._score_copied(cache, last, context_len, suffixes, starts)
+
+    @staticmethod
+    def _sum_option(logprobs: torch.Tensor, offset: int, last: torch.Tensor, suffix: list[int], start: int) -> float:
+        """Sum of log-probabilities of ``suffix[start:]``; row ``offset + p - 1`` predicts token ``p``."""
+        return sum(float((last if p == 0 else logprobs[offset + p - 1])[suffix[p]]) for p in range(start, len(suffix)))
+
+    def _score_packed(self, cache, last, context_len: int, suffixes: list[list[int]], starts: list[int]) -> list[float]:
+        """All options in one sequence after the shared prefix, each seeing only the prefix and itself.
+
+        No copy of the KV cache is made (a long few-shot prefix can hold gigabytes of it); the
+        cache is cropped back to the prefix afterwards.
+        """
+        ids = [t for s in suffixes for t in s]
+        owner = torch.tensor([a for a, s in enumerate(suffixes) for _ in s])
+        local = torch.tensor([p for s in suffixes for p in range(len(s))])
+        own_past = (owner[:, None] == owner[None, :]) & (local[:, None] >= local[None, :])
+        allowed = torch.cat([torch.ones(len(ids), context_len, dtype=torch.bool), own_past], dim=1)[None, None]
+        mask = allowed if self._attn_impl == "sdpa" else torch.zeros(allowed.shape, dtype=self.dtype).masked_fill(
+            ~allowed, torch.finfo(self.dtype).min
+        )
+        out = self.model(
+            input_ids=torch.tensor([ids], device=self.device),
+            position_ids=(local + context_len)[None].to(self.device),
+            attention_mask=mask.to(self.device),
+            cache=cache,
+            use_cache=True,
+        )
+        cache.crop(-len(ids))  # negative: remove that many tokens (the API of transformers 5)
+        logprobs = out.logits[0].float().log_softmax(-1)
+        offsets = [sum(len(s) for s in suffixes[:a]) for a in range(len(suffixes))]
+        return [self._sum_option(logprobs, o, last, s, st) for o, s, st in zip(offsets, suffixes, starts)]
+
+    def _score_copied(self, cache, last, context_len: int, suffixes: list[list[int]], starts: list[int]) -> list[float]:
+        """Options as a right-padded batch against copies of the prefix's KV cache."""
         n, width = len(suffixes), max(len(s) for s in suffixes)
         pad = self.tokenizer.pad_token_id
         ids = torch.tensor([s + [pad] * (width - len(s)) for s in suffixes], device=self.device)
-        mask = torch.tensor([[1] * context_len + [1] * len(s) + [0] * (width - len(s)) for s in suffixes], device=self.device)
+        mask = torch.tensor([[1] * (context_len + len(s)) + [0] * (width - len(s)) for s in suffixes], device=self.device)
         batch_cache = copy.deepcopy(cache)
         if n > 1:
             batch_cache.batch_repeat_interleave(n)
         out = self.model(input_ids=ids, attention_mask=mask, cache=batch_cache, use_cache=True)
         logprobs = out.logits.float().log_softmax(-1)
-        scores = []
-        for row, (suffix, start) in enumerate(zip(suffixes, starts)):
-            total = 0.0
-            for pos in range(start, len(suffix)):
-                dist = last if pos == 0 else logprobs[row, pos - 1]
-                total += float(dist[suffix[pos]])
-            scores.append(total)
-        return scores
+        return [self._sum_option(logprobs[row], 0, last, s, st) for row, (s, st) in enumerate(zip(suffixes, starts))]
 
     def score_naive(self, request: ScoreRequest) -> OptionScores:
         """Reference: one full forward per option, option tokens found in the processed ids.
