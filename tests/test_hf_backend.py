@@ -189,3 +189,21 @@ def test_capabilities_and_identity(backend):
     assert caps.context_window == 4096
     assert backend.info.revision.startswith("local-")
     assert backend.info.settings == {"dtype": "float32", "device": "cpu"}
+
+
+def test_stop_strings_end_generation_and_are_not_truncation(backend, images):
+    msgs = few_shot(images)
+    texts = [backend.generate([GenerateRequest(msgs, n)])[0].text for n in range(1, 9)]
+    # The first generated step whose text is new and printable becomes the stop string.
+    k, stop = next(
+        (n, texts[n][len(texts[n - 1]) :])
+        for n in range(1, 8)
+        if texts[n].startswith(texts[n - 1]) and texts[n][len(texts[n - 1]) :].strip().isprintable()
+        and texts[n][len(texts[n - 1]) :].strip() and texts[n][len(texts[n - 1]) :] not in texts[n - 1]
+    )
+    stopped = backend.generate([GenerateRequest(msgs, 12, stop=(stop,))])[0]
+    assert stopped.text == texts[k]
+    assert stopped.output_tokens == k + 1 < 12
+    assert not stopped.truncated
+    free = backend.generate([GenerateRequest(msgs, 12)])[0]
+    assert free.truncated and free.output_tokens == 12
