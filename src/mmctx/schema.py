@@ -40,12 +40,20 @@ BINARY_CHOICES: tuple[str, str] = ("Yes", "No")
 
 
 class Rationale(BaseModel):
-    """A chain-of-thought explanation for a demonstration, ending in its final answer."""
+    """A chain-of-thought explanation for a demonstration, ending in its final answer.
+
+    Provenance says where it came from: the generator (a model spec, ``scene-graph`` for
+    shapes-world's programmatic rationales, or empty when imported), how many attempts it took,
+    and whether the gold answer was injected into the prompt that produced it.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     reasoning: str
     answer: str
+    generator: str = ""
+    attempts: int = 0
+    injected: bool = False
 
 
 class Sample(BaseModel):
@@ -127,17 +135,23 @@ class Benchmark:
     def demo(self, key: str) -> Sample:
         return self._demo_index[key]
 
-    def demos_for(self, query: Sample, strategy: str, k: int) -> list[Sample]:
-        """The first ``k`` demos of ``query`` under ``strategy``, in stored order."""
+    def demos_for(self, query: Sample, strategy: str, k: int, need_rationale: bool = False) -> list[Sample]:
+        """The first ``k`` demos of ``query`` under ``strategy``, in stored order.
+
+        With ``need_rationale`` (CoT settings), demos without a rationale are skipped and the
+        next ones in stored order take their place; the chosen ids are recorded in each request.
+        """
         keys = query.demo_keys.get(strategy, [])
         field = f"demo_keys.{strategy}"
-        if len(keys) < k:
-            raise BenchmarkError([Problem("queries", query.id, field, f"needs {k} demos, has {len(keys)}")])
         index = self._demo_index
-        unknown = [key for key in keys[:k] if key not in index]
+        unknown = [key for key in keys if key not in index]
         if unknown:
             raise BenchmarkError([Problem("queries", query.id, field, f"unknown demo key(s) {unknown!r}")])
-        return [index[key] for key in keys[:k]]
+        usable = [index[key] for key in keys if not need_rationale or index[key].rationale is not None]
+        if len(usable) < k:
+            what = "demos with a rationale" if need_rationale else "demos"
+            raise BenchmarkError([Problem("queries", query.id, field, f"needs {k} {what}, has {len(usable)}")])
+        return usable[:k]
 
     def image_path(self, rel: str) -> Path:
         return self.root / rel

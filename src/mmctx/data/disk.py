@@ -123,3 +123,18 @@ def load_benchmark(path: Path) -> Benchmark:
         demos=read_samples(_table(root, "demos", header.get("tables"))),
         root=root,
     )
+
+
+def load_pool(path: Path) -> tuple[list[Sample], Path]:
+    """A pool folder (``pool.jsonl`` or ``pool.parquet`` + images) and the root its images resolve against.
+
+    A benchmark folder is accepted too: its queries and demos together form the pool.
+    """
+    root = Path(path)
+    for suffix in (".jsonl", ".parquet"):
+        if (root / f"pool{suffix}").exists():
+            return read_samples(root / f"pool{suffix}"), root
+    if (root / "benchmark.json").exists():
+        bench = load_benchmark(root)
+        return bench.queries + bench.demos, root
+    raise FileNotFoundError(f"{root}: no pool.jsonl, pool.parquet or benchmark.json")

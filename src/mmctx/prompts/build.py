@@ -56,7 +56,7 @@ def shown_options(sample: Sample, preset: Preset, seed: int) -> ShownOptions:
     return ShownOptions(texts=texts, labels=tuple(labels), order=tuple(order), gold=order.index(sample.answer_index))
 
 
-def _item_text(sample: Sample, options: ShownOptions, preset: Preset, style: AnswerStyle) -> str:
+def item_text(sample: Sample, options: ShownOptions, preset: Preset, style: AnswerStyle) -> str:
     template = preset.formats.get(sample.format)
     if template is None:
         raise PromptError(f"sample {sample.id!r}: preset {preset.name!r} has no template for format {sample.format!r}")
@@ -79,7 +79,7 @@ def _answer_text(sample: Sample, options: ShownOptions, style: AnswerStyle) -> s
     return f"{sample.rationale.reasoning.strip()}\nAnswer: {shown}"
 
 
-def _images(sample: Sample, root: Path) -> list[Part]:
+def sample_images(sample: Sample, root: Path) -> list[Part]:
     return [ImagePart.from_path(root / rel) for rel in sample.images]
 
 
@@ -98,10 +98,10 @@ def build_prompt(
     turns: list[tuple[list[Part], str]] = []
     for demo in demos:
         shown = shown_options(demo, preset, seed)
-        user = _images(demo, root) + [TextPart(_item_text(demo, shown, preset, style))]
+        user = sample_images(demo, root) + [TextPart(item_text(demo, shown, preset, style))]
         turns.append((user, _answer_text(demo, shown, style)))
     query_options = shown_options(query, preset, seed)
-    query_parts = _images(query, root) + [TextPart(_item_text(query, query_options, preset, style))]
+    query_parts = sample_images(query, root) + [TextPart(item_text(query, query_options, preset, style))]
     if preset.single_turn:
         content: list[Part] = []
         lead = "\n" if style == "cot" else "\nAnswer: "  # a CoT answer already ends in its Answer line

@@ -103,7 +103,7 @@ def plan_requests(
     for q in queries:
         for setting in settings:
             try:
-                demos = bench.demos_for(q, setting.demos, setting.shots) if setting.shots else []
+                demos = bench.demos_for(q, setting.demos, setting.shots, setting.cot) if setting.shots else []
             except BenchmarkError as exc:
                 problems.extend(exc.problems)
                 continue

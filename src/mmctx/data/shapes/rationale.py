@@ -31,7 +31,7 @@ def scene_rationale(sample: Sample) -> Rationale:
     scene = Scene.from_dict(sample.meta)
     query = sample.meta["query"]
     steps = [overview(scene), EXPLAIN[query["kind"]](scene, query, sample), conclusion(sample)]
-    return Rationale(reasoning=" ".join(steps), answer=sample.answer)
+    return Rationale(reasoning=" ".join(steps), answer=sample.answer, generator="scene-graph", attempts=1)
 
 
 def overview(scene: Scene) -> str:

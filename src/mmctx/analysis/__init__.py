@@ -1,0 +1,1 @@
+"""Analyses over embeddings and results: projections, similarity distributions."""

@@ -1,0 +1,1 @@
+"""Build a few-shot benchmark from a pool: embed → select queries → retrieve demos → rationales."""

@@ -1,0 +1,111 @@
+"""CoT rationales for demonstrations, with gold-answer injection and a quality filter.
+
+For each demo a CoT setting will show, a model (any mmctx backend) is asked for a step-by-step
+explanation ending in ``Answer: <letter>``. If the answer it reaches is wrong, or the
+explanation is missing, cut by the token limit or too short, the gold answer is injected and
+the model asked again, up to ``max_attempts`` in all. A rationale is kept only if its final
+answer line names the gold option and its reasoning is well formed; every other demo is marked
+and left without a rationale, so CoT settings skip it (and the count is reported).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from mmctx.models.base import Backend, GenerateRequest
+from mmctx.prompts.build import ShownOptions
+from mmctx.prompts.presets import Preset
+from mmctx.prompts.rationale import rationale_prompt
+from mmctx.schema import Rationale, Sample
+from mmctx.score.extract import extract_choice
+
+_ANSWER_LINE = re.compile(r"\n?[^\n]*\banswer\s*[:：][^\n]*\s*$", re.IGNORECASE)
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class RationaleOutcome:
+    sample_id: str
+    status: str  # kept | wrong_answer | no_answer_line | truncated | too_short | error
+    attempts: int
+    rationale: Rationale | None = None
+    last_response: str = ""
+
+
+def judge_response(text: str, truncated: bool, shown: ShownOptions, min_words: int) -> tuple[str, str]:
+    """``(status, reasoning)`` of one response: ``kept`` only when it is complete and right."""
+    if truncated:
+        return "truncated", ""
+    text = _THINK.sub("", text).strip()
+    found = extract_choice(text, list(shown.texts), list(shown.labels))
+    if found.rule != "answer_marker" or not _ANSWER_LINE.search(text):
+        return "no_answer_line", ""
+    if found.index != shown.gold:
+        return "wrong_answer", ""
+    reasoning = _ANSWER_LINE.sub("", text).strip()
+    if len(reasoning.split()) < min_words:
+        return "too_short", ""
+    return "kept", reasoning
+
+
+def generate_rationales(
+    samples: list[Sample],
+    root: Path,
+    backend: Backend,
+    preset: Preset,
+    seed: int = 0,
+    max_attempts: int = 3,
+    max_new_tokens: int = 256,
+    min_words: int = 5,
+) -> list[RationaleOutcome]:
+    """One outcome per sample, in order; attempt 1 asks plainly, later attempts inject the gold answer."""
+    outcomes: dict[str, RationaleOutcome] = {}
+    pending = list(samples)
+    for attempt in range(1, max_attempts + 1):
+        if not pending:
+            break
+        prompts = [rationale_prompt(s, preset, seed, root, inject=attempt > 1) for s in pending]
+        responses = backend.generate([GenerateRequest(messages, max_new_tokens) for messages, _ in prompts])
+        still = []
+        for sample, (_, shown), response in zip(pending, prompts, responses):
+            if response.error:
+                status, reasoning = "error", ""
+            else:
+                status, reasoning = judge_response(response.text, response.truncated, shown, min_words)
+            rationale = None
+            if status == "kept":
+                rationale = Rationale(
+                    reasoning=reasoning,
+                    answer=sample.answer,
+                    generator=backend.info.name,
+                    attempts=attempt,
+                    injected=attempt > 1,
+                )
+            outcomes[sample.id] = RationaleOutcome(sample.id, status, attempt, rationale, response.error or response.text)
+            if status != "kept":
+                still.append(sample)
+        pending = still
+    return [outcomes[s.id] for s in samples]
+
+
+def apply_rationales(demos: list[Sample], outcomes: list[RationaleOutcome]) -> list[Sample]:
+    """Demos with their kept rationale set, or cleared and marked with why none was kept."""
+    by_id = {o.sample_id: o for o in outcomes}
+    updated = []
+    for demo in demos:
+        o = by_id.get(demo.id)
+        if o is None:
+            updated.append(demo)
+            continue
+        meta = {**demo.meta, "rationale_status": o.status, "rationale_attempts": o.attempts}
+        updated.append(demo.model_copy(update={"rationale": o.rationale, "meta": meta}))
+    return updated
+
+
+def summarize_outcomes(outcomes: list[RationaleOutcome]) -> dict[str, int]:
+    counts = Counter(o.status for o in outcomes)
+    counts["injected"] = sum(1 for o in outcomes if o.rationale is not None and o.rationale.injected)
+    return dict(counts)

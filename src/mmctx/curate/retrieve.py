@@ -1,0 +1,108 @@
+"""Demonstrations for selected queries: similar (nearest by cosine) and random, per query.
+
+Both draw from the same candidates: the pool minus every selected query, so a query never
+sees itself or another query as a demonstration. Similar demos are ordered most similar
+first (ties: lowest pool index). Near-duplicates of a query — the same image content, or a
+cosine above a threshold — are excluded, because such a demo would show the query's answer.
+Random demos are drawn uniformly with a seed derived from (seed, task, query id), so a
+query's draw does not depend on which other queries exist.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import numpy as np
+
+from mmctx.prompts.build import derived_seed
+
+DUPLICATE_COSINE = 0.98
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """For each query row: candidate indices (most similar first), their cosines, and exclusions."""
+
+    indices: np.ndarray  # (q, k) int
+    scores: np.ndarray  # (q, k) float
+    excluded: np.ndarray  # (q,) int: near-duplicates skipped per query
+
+
+def _unit(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def top_k(scores: np.ndarray, k: int, banned: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the ``k`` highest scores, descending, ties to the lowest column; banned cells never win."""
+    scores = np.asarray(scores, dtype=np.float64).copy()
+    if banned is not None:
+        scores[banned] = -np.inf
+    k = min(k, scores.shape[1])
+    part = np.argpartition(-scores, k - 1, axis=1)[:, :k] if k < scores.shape[1] else np.tile(np.arange(k), (len(scores), 1))
+    # argpartition may cut inside a run of ties; widen to every column tied with the k-th score.
+    kth = np.take_along_axis(scores, part, axis=1).min(axis=1, keepdims=True)
+    order_rows, order_scores = [], []
+    for row, threshold in zip(scores, kth[:, 0]):
+        cand = np.flatnonzero(row >= threshold)
+        cand = cand[np.lexsort((cand, -row[cand]))][:k]
+        order_rows.append(cand)
+        order_scores.append(row[cand])
+    return np.array(order_rows), np.array(order_scores)
+
+
+def similar_demos(
+    queries: np.ndarray,
+    candidates: np.ndarray,
+    k: int = 8,
+    duplicate_cosine: float = DUPLICATE_COSINE,
+    same_content: np.ndarray | None = None,
+) -> Neighbours:
+    """The ``k`` nearest candidates of each query by cosine, near-duplicates excluded.
+
+    ``same_content[i, j]`` marks candidate j as holding the same image as query i.
+    """
+    sims = _unit(queries) @ _unit(candidates).T
+    banned = sims > duplicate_cosine
+    if same_content is not None:
+        banned |= same_content
+    available = (~banned).sum(axis=1)
+    short = np.flatnonzero(available < k)
+    if len(short):
+        raise ValueError(f"query rows {short.tolist()[:10]} have fewer than {k} candidates after near-duplicate exclusion")
+    idx, scores = top_k(sims, k, banned)
+    return Neighbours(indices=idx, scores=scores, excluded=banned.sum(axis=1))
+
+
+def rerank_demos(
+    query_image: np.ndarray,
+    cand_image: np.ndarray,
+    query_text: np.ndarray,
+    cand_text: np.ndarray,
+    k: int = 8,
+    shortlist: int = 32,
+    duplicate_cosine: float = DUPLICATE_COSINE,
+    same_content: np.ndarray | None = None,
+) -> Neighbours:
+    """The FewMMBench predecessor's variant: top ``shortlist`` by image similarity, re-ranked by text."""
+    img = _unit(query_image) @ _unit(cand_image).T
+    txt = _unit(query_text) @ _unit(cand_text).T
+    joint = (img + txt) / 2  # the near-duplicate test uses the joint cosine, as `similar_demos` does
+    banned = joint > duplicate_cosine
+    if same_content is not None:
+        banned |= same_content
+    short_idx, _ = top_k(img, max(k, shortlist), banned)
+    rows, scores = [], []
+    for q, cand in enumerate(short_idx):
+        order = cand[np.lexsort((cand, -txt[q, cand]))][:k]
+        rows.append(order)
+        scores.append(txt[q, order])
+    return Neighbours(indices=np.array(rows), scores=np.array(scores), excluded=banned.sum(axis=1))
+
+
+def random_demos(query_id: str, task: str, candidates: list[str], k: int, seed: int) -> list[str]:
+    """``k`` candidates drawn uniformly without replacement, seeded by (seed, task, query id)."""
+    if len(candidates) < k:
+        raise ValueError(f"query {query_id!r}: {len(candidates)} candidates for {k} random demos")
+    return random.Random(derived_seed(seed, "random-demos", task, query_id)).sample(sorted(candidates), k)
