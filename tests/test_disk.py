@@ -154,3 +154,19 @@ def test_loading_a_missing_folder_or_table_fails_clearly(tmp_path: Path) -> None
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="no queries.jsonl or queries.parquet"):
         load_benchmark(tmp_path / "empty")
+
+
+def test_save_refuses_image_paths_that_escape_before_copying_anything(tmp_path):
+    from mmctx.data.disk import save_benchmark
+    from mmctx.schema import Benchmark, BenchmarkError, Sample
+
+    secret = tmp_path / "secret.png"
+    secret.write_bytes(b"top secret")
+    root = tmp_path / "root"
+    root.mkdir()
+    sample = Sample(id="q", task="counting", source="x", format="caption_foil", images=["../secret.png"],
+                    choices=["a", "b"], answer="a")  # fmt: skip
+    bench = Benchmark("b", [sample], [], root)
+    with pytest.raises(BenchmarkError, match="escapes the benchmark root"):
+        save_benchmark(bench, tmp_path / "out" / "deep")
+    assert not (tmp_path / "out").exists()

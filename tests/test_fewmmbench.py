@@ -355,15 +355,17 @@ def test_bad_rows_raise_naming_config_example_and_field(
 
 
 @pytest.mark.parametrize("written", ["No", "B", "caption 1", "the second sentence", "False"])
-def test_rationale_that_picks_the_foil_is_kept_and_reported(tmp_path: Path, written: str) -> None:
+def test_rationale_that_picks_the_foil_is_set_aside_and_reported(tmp_path: Path, written: str) -> None:
     demos = caption_foil_demos()
     demos[0]["cot_info"] = {"reasonings": "I think there are three.", "answer": written}
     release = write_release(tmp_path / "release", (caption_foil_tests(), demos), with_mcqa=False)
     with pytest.warns(UserWarning, match=r"caption_foil_demonstrations\[d-cnt-1\]"):
         bench = load_fewmmbench(release, tmp_path / "cache", configs=("caption_foil",))
     demo = bench.demo("d-cnt-1")
-    assert demo.rationale is not None and demo.rationale.answer == "There are three dogs."
+    assert demo.rationale is None
+    assert demo.meta["fewmmbench"]["off_gold_rationale"]["answer"] == "There are three dogs."
     assert demo.answer == "There are two dogs."
+    assert bench.validate() == []
 
 
 def test_liberal_mcqa_shapes(tmp_path: Path) -> None:

@@ -94,15 +94,16 @@ def test_option_tokens_are_exactly_the_option_after_image_expansion(backend, ima
     b = backend.score([ScoreRequest(three_images, OPTIONS)])[0]
     assert a.token_counts == b.token_counts
     assert b.prompt_tokens > a.prompt_tokens + 2 * 4  # image tokens were expanded into the prompt
-    # The count is what the option adds to the templated conversation, nothing of the end-of-turn marker.
+    # The count is what the option adds after the template's lead (e.g. the space after "Assistant:"),
+    # nothing of the end-of-turn marker; a token merging lead and option belongs to the option.
     tok = backend.tokenizer
     prompt = backend._template(backend._hf_messages(one_image)[0], generation_prompt=True)
     for option, count in zip(OPTIONS, a.token_counts):
-        cont = backend._continuations(backend._hf_messages(one_image)[0], prompt, (option,))[0]
-        assert cont.rstrip().endswith(option)
-        assert count == len(tok(prompt + cont, add_special_tokens=False)["input_ids"]) - len(
-            tok(prompt, add_special_tokens=False)["input_ids"]
-        )
+        lead, text = backend._continuations(backend._hf_messages(one_image)[0], prompt, (option,))[0]
+        assert text == option
+        full = tok(prompt + lead + text, add_special_tokens=False)["input_ids"]
+        assert tok.decode(full[-count:]).strip() == option
+        assert tok.decode(full[-count + 1 :]).strip() != option  # not one token more or less
 
 
 def test_leading_space_boundary_is_handled(tiny_models, images):
@@ -118,6 +119,37 @@ def test_leading_space_boundary_is_handled(tiny_models, images):
     assert fast.token_counts == naive.token_counts
     for x, y in zip(fast.loglikelihoods, naive.loglikelihoods):
         assert abs(x - y) < 1e-4
+
+
+def test_text_the_template_inserts_before_the_answer_is_context_not_option(tiny_models, images):
+    """A Qwen3-style template adds an empty think block to answered turns: it must not be scored."""
+    plain = HFBackend(str(tiny_models["idefics3"]), device="cpu", dtype="float32")
+    think = HFBackend(str(tiny_models["idefics3"]), device="cpu", dtype="float32")
+    think.processor.chat_template = think.processor.chat_template.replace(
+        "{% for part in message['content'] %}",
+        "{% if message['role'] == 'assistant' %}<think>\n\n</think>\n\n{% endif %}{% for part in message['content'] %}",
+    )
+    req = ScoreRequest(few_shot(images)[-1:], OPTIONS)
+    prompt = think._template(think._hf_messages(req.messages)[0], generation_prompt=True)
+    leads = [lead for lead, _ in think._continuations(think._hf_messages(req.messages)[0], prompt, OPTIONS)]
+    assert all("</think>" in lead for lead in leads)
+    fast, naive = think.score([req])[0], think.score_naive(req)
+    assert fast.token_counts == naive.token_counts
+    for x, y in zip(fast.loglikelihoods, naive.loglikelihoods):
+        assert abs(x - y) < 1e-4
+    # The scored tokens decode to the option alone: nothing of the think block.
+    for (lead, text), count in zip(think._continuations(think._hf_messages(req.messages)[0], prompt, OPTIONS), fast.token_counts):
+        full, n = think._option_tokens(prompt + lead, text)
+        assert n == count and think.tokenizer.decode(full[-n:]).strip() == text
+    assert plain.score([req])[0].token_counts  # the plain template still scores
+
+
+def test_option_trimmed_by_the_template_is_scored_as_rendered(tiny_models, images):
+    b = HFBackend(str(tiny_models["llava"]), device="cpu", dtype="float32")
+    b.processor.chat_template = b.processor.chat_template.replace("{{ part['text'] }}", "{{ part['text'] | trim }}")
+    req = ScoreRequest(few_shot(images)[-1:], ("red ", " blue"))
+    fast = b.score([req])[0]
+    assert fast.token_counts == b.score([ScoreRequest(req.messages, ("red", "blue"))])[0].token_counts
 
 
 def test_bos_added_by_tokenizer_is_not_scored(tmp_path, images):
@@ -188,7 +220,29 @@ def test_capabilities_and_identity(backend):
     assert caps.loglikelihood and caps.chat_template and caps.interleaved
     assert caps.context_window == 4096
     assert backend.info.revision.startswith("local-")
-    assert backend.info.settings == {"dtype": "float32", "device": "cpu"}
+    assert backend.info.settings == {"dtype": "float32", "device": "cpu", "scoring": "2"}
+
+
+def test_local_revision_follows_weight_and_template_content(tmp_path):
+    """A fine-tune that keeps every file size must get a new revision, so no stale cache is reused."""
+    import safetensors.torch
+
+    from mmctx.models.revision import folder_digest as _local_revision
+    from mmctx.models.tiny import build_tiny_vlm
+
+    path = build_tiny_vlm(tmp_path / "m", family="llava", seed=0)
+    before = _local_revision(path)
+    assert before == _local_revision(path)
+    weights = path / "model.safetensors"
+    tensors = safetensors.torch.load_file(weights)
+    tensors = {k: v + 0.5 for k, v in tensors.items()}
+    safetensors.torch.save_file(tensors, weights, metadata={"format": "pt"})
+    after_weights = _local_revision(path)
+    assert after_weights != before
+    template = next(path.glob("chat_template*"))
+    text = template.read_text()
+    template.write_text(text.replace("user", "usr").replace("<|im_end|>", "<|im_end|>X"))
+    assert _local_revision(path) not in (before, after_weights)
 
 
 def test_stop_strings_end_generation_and_are_not_truncation(backend, images):

@@ -200,3 +200,20 @@ def test_bootstrap_ci_large_input_is_chunked_but_same_size_of_interval() -> None
     low, high = bootstrap_ci(values, n_resamples=200)
     assert low < 0.5 < high
     assert high - low < 0.01
+
+
+def test_non_finite_loglikelihoods_are_errors_and_an_incomplete_average_is_empty():
+    import math
+
+    from mmctx.score.results import score_request, summarize
+
+    request = {"id": "s/ppl/q", "query_id": "q", "task": "counting", "setting": "0-shot", "scorer": "ppl", "gold": 0,
+               "options": ["a", "b"], "labels": ["A", "B"]}  # fmt: skip
+    bad = score_request(request, {"loglikelihoods": [float("nan"), -1.0], "token_counts": [1, 1], "error": None})
+    assert bad.outcome == "error" and bad.pred is None
+    good = score_request({**request, "task": "plurality"}, {"loglikelihoods": [-1.0, -3.0], "token_counts": [1, 1], "error": None})
+    assert good.outcome == "correct"
+    cells = {c.task: c for c in summarize([bad, good])}
+    assert cells["counting"].errors == 1 and cells["counting"].n == 0 and math.isnan(cells["counting"].accuracy)
+    assert cells["plurality"].accuracy == 1.0
+    assert math.isnan(cells["Avg."].accuracy)  # not 1.0: one task has no answered sample

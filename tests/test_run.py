@@ -115,7 +115,7 @@ def test_failed_requests_are_errors_not_wrong_answers_and_can_be_retried(shapes_
         assert c.errors == sum(r.outcome == "error" for r in group)
         assert c.n == sum(r.outcome != "error" for r in group)
     again = evaluate(shapes_bench, "builtin:tiny-llava", run, limits=LIMITS, retry_errors=True, **SMALL)
-    assert again.stats.extra["errors_retried"] == len(errors)
+    assert again.stats.errors_retried == len(errors)
     assert not any(r.outcome == "error" for r in again.results)
 
 
@@ -149,3 +149,27 @@ def test_sigkill_then_resume_equals_an_uninterrupted_run(shapes_bench, tmp_path)
     b = [json.loads(line) for line in open(killed / "results.jsonl")]
     assert a == b
     assert rescore(killed)[0] == rescore(whole)[0]
+
+
+def test_a_request_that_raises_is_stored_as_an_error_and_the_run_goes_on(shapes_bench, tmp_path):
+    bench = load_benchmark(shapes_bench)
+    target = bench.queries[0]
+    bench.queries[0] = target.model_copy(update={"question": target.question + " BOOM"})
+    bad = save_benchmark(bench, tmp_path / "bench")
+
+    def exploding_template(*args, **kwargs):
+        backend = load_backend(*args, **kwargs)
+        backend.processor.chat_template = (
+            "{% for m in messages %}{% for p in m['content'] %}{% if p['type'] == 'text' and 'BOOM' in p['text'] %}"
+            "{{ raise_exception('template refuses this prompt') }}{% endif %}{% endfor %}{% endfor %}"
+            + backend.processor.chat_template
+        )
+        return backend
+
+    out = evaluate(bad, "builtin:tiny-idefics3", tmp_path / "run", limits=LIMITS, backend_factory=exploding_template,
+                   settings="0-shot", scorers="generate,ppl", limit=1, show_progress=False)  # fmt: skip
+    failed = [r for r in out.results if r.query_id == target.id]
+    assert failed and all(r.outcome == "error" and "template refuses this prompt" in r.error for r in failed)
+    others = [r for r in out.results if r.query_id != target.id]
+    assert others and all(r.outcome != "error" for r in others)
+    assert _stored_rows(tmp_path / "run") == len(out.results)  # nothing lost

@@ -115,7 +115,7 @@ def _duplicate_id(b: Benchmark) -> None:
         (
             lambda b: setattr(get(b, "d-cf-1"), "rationale", Rationale(reasoning="r", answer="Five dogs.")),
             ("demos", "d-cf-1", "rationale.answer"),
-            "not among choices",
+            "differs from the gold answer",
         ),
         (lambda b: setattr(get(b, "q-cf-1"), "images", []), ("queries", "q-cf-1", "images"), "no image"),
         (lambda b: setattr(get(b, "q-mc-1"), "choices", ["Right"]), ("queries", "q-mc-1", "choices"), "at least 2"),

@@ -128,8 +128,9 @@ def run(
     except (BenchmarkError, RunError, ModelError, ValueError, FileNotFoundError) as exc:
         _fail(str(exc))
     s = outcome.stats
+    retried = f", {s.errors_retried} earlier errors asked again" if retry_errors else ""
     console.print(
-        f"{s.planned} requests: {s.cached} already stored, {s.done} new ({s.errors} errors) "
+        f"{s.planned} requests: {s.cached} already stored, {s.done} new ({s.errors} errors{retried}) "
         f"in {s.seconds:.1f}s → {out}"
     )
     print(markdown_tables([(_model_name(out), outcome.cells)]))
@@ -160,16 +161,14 @@ def report(
     """Print the papers' Table 4/5 layout for one or more runs."""
     from mmctx.report.tables import markdown_tables, write_csv
     from mmctx.run.evaluate import rescore
-    from mmctx.score.results import SUMMARY, load_summary
 
     runs = []
     names: dict[str, int] = {}
     for run_dir in run_dirs:
-        if not (run_dir / SUMMARY).exists():
-            rescore(run_dir)
+        _, cells = rescore(run_dir)  # cheap, and never prints numbers from an older extractor
         name = _model_name(run_dir)
         names[name] = names.get(name, 0) + 1
-        runs.append((name if names[name] == 1 else f"{name} ({run_dir.name})", load_summary(run_dir)))
+        runs.append((name if names[name] == 1 else f"{name} ({run_dir.name})", cells))
     text = markdown_tables(runs)
     print(text)
     if markdown:
@@ -177,6 +176,136 @@ def report(
     if csv:
         write_csv(runs, csv)
         console.print(f"CSV → {csv}")
+
+
+def _lam(value: Optional[str]):
+    if value is None or value == "paper":
+        return None
+    return value if value == "auto" else float(value)
+
+
+_ENCODER_HELP = "clip:<hub id or folder>, open_clip:<arch>/<pretrained>, st:<sentence-transformers id or folder>."
+_LAMBDA_HELP = "λ: 'paper' (the paper's per-task values), 'auto' (n / 2k, mean matching) or a number."
+
+
+@app.command()
+def curate(
+    pool: Path = typer.Argument(..., help="Pool folder (pool.jsonl|parquet + images) or a benchmark folder."),
+    out: Path = typer.Option(..., help="Benchmark folder to write; intermediates go to OUT/curation."),
+    encoder: str = typer.Option(..., help=_ENCODER_HELP),
+    k: int = typer.Option(250, help="Queries selected per task and format."),
+    lam: str = typer.Option("paper", "--lambda", help=_LAMBDA_HELP),
+    convention: str = typer.Option("paper", help="Graph Cut form: paper (Σ over V\\X) or submodlib (λ+1 equivalent)."),
+    demos: int = typer.Option(8, help="Similar and random demos per query."),
+    seed: int = typer.Option(0),
+    retrieval: str = typer.Option("joint", help="joint (cosine of the joint embedding) or image-then-text."),
+    duplicate_cosine: float = typer.Option(0.98, help="Candidates closer than this to a query are not its demos."),
+    rationales: Optional[str] = typer.Option(None, help="scene-graph (shapes-world) or a model spec for CoT rationales."),
+    projection: str = typer.Option("pca", help="Figure projection: pca, tsne or umap."),
+    figures: bool = typer.Option(True, help="Write the similarity and projection figures."),
+) -> None:
+    """Embed → select queries (Graph Cut) → retrieve demos → rationales → benchmark + figures."""
+    from mmctx.curate.pipeline import CurateOptions, CurationError
+    from mmctx.curate.pipeline import curate as run_curate
+
+    opts = CurateOptions(
+        encoder=encoder, k=k, lam=_lam(lam), convention=convention, demos=demos, seed=seed, retrieval=retrieval,
+        duplicate_cosine=duplicate_cosine, rationales=rationales, projection=projection, figures=figures,
+    )  # fmt: skip
+    try:
+        outcome = run_curate(pool, out, opts)
+    except (CurationError, ValueError, FileNotFoundError) as exc:
+        _fail(str(exc))
+    _print_groups(outcome.groups)
+    if outcome.rationales:
+        console.print(f"rationales: {outcome.rationales}")
+    console.print(f"benchmark: {len(outcome.benchmark.queries)} queries, {len(outcome.benchmark.demos)} demos → {out}")
+
+
+def _print_groups(groups) -> None:
+    from rich.table import Table
+
+    table = Table("group", "pool", "queries", "demos", "λ", "ρ = n/2λk", "near-dups excluded", "cos similar", "cos random")
+    for g in groups:
+        table.add_row(
+            g.group, str(g.pool), str(g.queries), str(g.demos), f"{g.lam:g}", f"{g.rho:.3f}",
+            str(g.excluded_near_duplicates), f"{g.similar_cosine:.3f}", f"{g.random_cosine:.3f}",
+        )  # fmt: skip
+    Console().print(table)
+
+
+@app.command()
+def embed(
+    pool: Path = typer.Argument(..., help="Pool folder or benchmark folder."),
+    work: Path = typer.Option(..., "--out", help="Curation work folder (embeddings/ is written there)."),
+    encoder: str = typer.Option(..., help=_ENCODER_HELP),
+) -> None:
+    """Step 1: joint CLIP embeddings per task and format (cached; re-runs embed only new samples)."""
+    from mmctx.curate.pipeline import embed_step
+    from mmctx.data.disk import load_pool
+
+    samples, root = load_pool(pool)
+    for name, emb in embed_step(samples, root, work, encoder).items():
+        console.print(f"{name}: {len(emb.ids)} samples, joint dim {emb.joint.shape[1]}")
+
+
+@app.command("select")
+def select_cmd(
+    work: Path = typer.Argument(..., help="Curation work folder holding embeddings/."),
+    k: int = typer.Option(250),
+    lam: str = typer.Option("paper", "--lambda", help=_LAMBDA_HELP),
+    convention: str = typer.Option("paper"),
+) -> None:
+    """Step 2: Graph-Cut query selection per task and format."""
+    from mmctx.curate.pipeline import load_embeddings, select_step
+
+    for name, sel in select_step(load_embeddings(work), work, k, _lam(lam), convention).items():
+        console.print(f"{name}: {len(sel['ids'])} of {sel['pool']} (λ={sel['lambda']:g}, ρ={sel['rho']:.3f})")
+
+
+@app.command()
+def retrieve(
+    pool: Path = typer.Argument(..., help="The pool the embeddings were made from."),
+    work: Path = typer.Option(..., help="Curation work folder holding embeddings/ and selection/."),
+    out: Path = typer.Option(..., help="Benchmark folder to write."),
+    demos: int = typer.Option(8),
+    seed: int = typer.Option(0),
+    retrieval: str = typer.Option("joint", help="joint or image-then-text."),
+    duplicate_cosine: float = typer.Option(0.98),
+) -> None:
+    """Step 3: similar and random demos per selected query; writes the benchmark."""
+    from mmctx.curate.pipeline import build_benchmark, load_embeddings, load_selections, retrieve_step, summarize
+    from mmctx.data.disk import load_pool, save_benchmark
+
+    samples, root = load_pool(pool)
+    selections = load_selections(work)
+    retrievals = retrieve_step(
+        samples, root, load_embeddings(work), selections, work, demos, seed, retrieval, duplicate_cosine
+    )
+    bench = build_benchmark(samples, root, retrievals, name=out.name)
+    bench.check()
+    save_benchmark(bench, out)
+    _print_groups(summarize(selections, retrievals))
+
+
+@app.command()
+def rationales(
+    benchmark: Path = typer.Argument(..., help="Benchmark folder; its CoT demos get rationales, in place."),
+    source: str = typer.Option(..., "--model", help="scene-graph (shapes-world) or a model spec."),
+    attempts: int = typer.Option(3, help="Attempts per demo, the later ones with the gold answer injected."),
+    seed: int = typer.Option(0),
+    device: str = typer.Option("auto"),
+    dtype: str = typer.Option("auto"),
+) -> None:
+    """Step 4: CoT rationales for every similar demo, with answer injection and filtering."""
+    from mmctx.curate.pipeline import rationales_step
+    from mmctx.data.disk import load_benchmark, save_benchmark
+
+    bench = load_benchmark(benchmark)
+    kw = {} if source == "scene-graph" else {"device": device, "dtype": dtype}
+    counts = rationales_step(bench, source, benchmark / "curation", seed, attempts, **kw)
+    save_benchmark(bench, benchmark)
+    console.print(f"rationales: {counts}")
 
 
 @app.command("tiny-model")

@@ -192,9 +192,10 @@ def validate_sample(sample: Sample, table: str, root: Path | None, check_images:
     if sample.format != "open":
         if len(sample.choices) < 2:
             bad("choices", f"needs at least 2 choices, has {len(sample.choices)}")
-        dupes = [c for c, n in Counter(sample.choices).items() if n > 1]
+        # "Left", "left " and "left" read as one option to a model and to answer extraction.
+        dupes = [c for c, n in Counter(c.strip().casefold() for c in sample.choices).items() if n > 1]
         if dupes:
-            bad("choices", f"duplicate choice(s) {dupes!r}")
+            bad("choices", f"duplicate choice(s) {dupes!r} (compared ignoring case and surrounding spaces)")
         if sample.answer not in sample.choices:
             bad("answer", f"{sample.answer!r} is not among choices {sample.choices!r}")
     if sample.format == "mcqa" and not sample.question.strip():
@@ -204,8 +205,9 @@ def validate_sample(sample: Sample, table: str, root: Path | None, check_images:
             bad("statement", "binary sample has no statement")
         if list(sample.choices) != list(BINARY_CHOICES):
             bad("choices", f"binary choices must be {list(BINARY_CHOICES)!r}")
-    if sample.rationale is not None and sample.rationale.answer not in sample.choices:
-        bad("rationale.answer", f"{sample.rationale.answer!r} is not among choices")
+    if sample.rationale is not None and sample.rationale.answer != sample.answer:
+        # A demonstration must show the gold answer; a rationale reaching another is not one.
+        bad("rationale.answer", f"{sample.rationale.answer!r} differs from the gold answer {sample.answer!r}")
     if not sample.images:
         if sample.format != "open":
             bad("images", "no image")

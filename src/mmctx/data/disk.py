@@ -95,11 +95,26 @@ def _table(root: Path, name: str, preferred: str | None = None) -> Path:
 
 def save_benchmark(bench: Benchmark, out: Path, table_format: TableFormat = "jsonl") -> Path:
     """Write ``bench`` under ``out``, copying its images there if it lives elsewhere."""
+    from mmctx.schema import BenchmarkError, Problem, validate_sample
+
     out = Path(out)
+    # Paths are checked before anything is copied: "../x.png" must neither be read from outside
+    # the source root nor written outside ``out``.
+    escaping = [
+        p
+        for table, records in (("queries", bench.queries), ("demos", bench.demos))
+        for s in records
+        for p in validate_sample(s, table, bench.root, check_images=False)
+        if p.field.startswith("images[")
+    ]
+    if escaping:
+        raise BenchmarkError(escaping)
     out.mkdir(parents=True, exist_ok=True)
     if out.resolve() != bench.root.resolve():
         for rel in sorted({img for s in bench.queries + bench.demos for img in s.images}):
-            dest = out / rel
+            dest = (out / rel).resolve()
+            if not dest.is_relative_to(out.resolve()):
+                raise BenchmarkError([Problem("images", rel, "path", "escapes the output folder")])
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(bench.image_path(rel), dest)
     write_samples(bench.queries, out / f"queries.{table_format}")

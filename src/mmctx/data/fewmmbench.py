@@ -171,7 +171,10 @@ def load_fewmmbench(
         for table in TABLES:
             config = f"{kind}_{table}"
             rows = _rows(source_str, config, revision=revision, hf_cache_dir=hf_cache_dir)
-            converter = _RowConverter(config=config, format=KINDS[kind], is_test=table == "test", cache_dir=cache_dir)
+            converter = _RowConverter(
+                config=config, format=KINDS[kind], is_test=table == "test", cache_dir=cache_dir,
+                image_roots=_image_roots(source_str, hf_cache_dir),
+            )  # fmt: skip
             samples = [converter.sample(row) for row in rows]
             (queries if table == "test" else demos).extend(samples)
             unknown_tasks |= converter.unknown_tasks
@@ -183,7 +186,9 @@ def load_fewmmbench(
         )
     if off_gold:
         warnings.warn(
-            f"{len(off_gold)} rationale(s) end in an answer other than the gold one: {off_gold[:10]}", stacklevel=2
+            f"{len(off_gold)} rationale(s) end in an answer other than the gold one and were set aside "
+            f"(meta.fewmmbench.off_gold_rationale; CoT settings skip these demos): {off_gold[:10]}",
+            stacklevel=2,
         )
     loaded = [f"{k}_{t}" for k in kinds for t in TABLES]
     logger.info("FewMMBench from %s: loaded %s", source_str, loaded)
@@ -244,6 +249,15 @@ def _present_kinds(source: str, kinds: Sequence[str], available: set[str] | None
     return present
 
 
+def _image_roots(source: str, hf_cache_dir: Path | None) -> tuple[Path, ...]:
+    import datasets
+
+    roots = [Path(datasets.config.HF_DATASETS_CACHE), Path(hf_cache_dir) if hf_cache_dir else None]
+    if Path(source).is_dir():
+        roots.append(Path(source))
+    return tuple(r.resolve() for r in roots if r is not None)
+
+
 def _rows(source: str, config: str, revision: str | None, hf_cache_dir: Path | None) -> Iterator[dict[str, Any]]:
     """Rows of one config, images left undecoded as {bytes, path} so they are never re-encoded."""
     import datasets
@@ -295,6 +309,8 @@ class _RowConverter:
     format: Format
     is_test: bool
     cache_dir: Path
+    # Where an image given only by path may be read from: the dataset's own folder or HF's cache.
+    image_roots: tuple[Path, ...] = ()
 
     def __post_init__(self) -> None:
         self.unknown_tasks: set[str] = set()
@@ -327,10 +343,12 @@ class _RowConverter:
         images = [self.store_image(img, field) for img, field in self.images(row)]
         demo_keys = self.demo_keys(row) if self.is_test else {}
         rationale = self.rationale(row.pop("cot_info", None), choices)
-        if rationale is not None and rationale.answer != answer:
-            self.off_gold.append(f"{self.config}[{self.example_id}]")
-
         meta: dict[str, Any] = {"config": self.config, "example_id": raw_id, "task_name": raw_task}
+        if rationale is not None and rationale.answer != answer:
+            # A demonstration must show the gold answer: kept aside, reported, skipped by CoT settings.
+            self.off_gold.append(f"{self.config}[{self.example_id}]")
+            meta["off_gold_rationale"] = rationale.model_dump()
+            rationale = None
         if row:
             meta["extra"] = {k: _jsonable(v) for k, v in row.items()}
         return Sample(
@@ -431,7 +449,10 @@ class _RowConverter:
             if data:
                 return bytes(data), path or ""
             if path and Path(path).is_file():
-                return Path(path).read_bytes(), path
+                resolved = Path(path).resolve()
+                if not any(resolved.is_relative_to(root) for root in self.image_roots):
+                    raise self.error(field, "image path lies outside the dataset folder and the datasets cache")
+                return resolved.read_bytes(), path
             raise self.error(field, f"image has no bytes and no readable file (path {path!r})")
         if isinstance(value, (bytes, bytearray)):
             return bytes(value), ""

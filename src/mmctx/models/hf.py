@@ -1,20 +1,21 @@
 """HF transformers backend: any image-text-to-text model with a chat template.
 
-Loads through `AutoModelForImageTextToText` + `AutoProcessor` (tested on Idefics3/SmolVLM and
-LLaVA checkpoints; Qwen2-VL needs torchvision for its processor). `trust_remote_code` is off
-unless the caller turns it on.
+Loads through `AutoModelForImageTextToText` + `AutoProcessor` (the tests build Idefics3 and
+LLaVA checkpoints offline; Qwen2-VL needs torchvision for its processor). `trust_remote_code`
+is off unless the caller turns it on.
 
 Option scoring encodes the shared prompt once per query: one prefill over the prompt (images
-included), then every option continuation runs against a copy of that KV cache, batched. The
-option's tokens are located in the text-token space, where image expansion cannot shift
-them, and the alignment with the processor's expanded ids is checked, not assumed.
+included), then all options in one packed sequence, each attending to the prefix and to
+itself only (or, for models where packing does not fit, a batch against copies of the KV
+cache). The option's tokens are located in the text-token space, where image expansion cannot
+shift them, and the alignment with the processor's expanded ids is checked, not assumed.
+Whatever the chat template puts between the generation prompt and the answer (a space, an
+empty ``<think></think>`` block) is context, not option.
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -28,7 +29,12 @@ from mmctx.models.base import (
     OptionScores,
     ScoreRequest,
 )
+from mmctx.models.revision import folder_digest
 from mmctx.prompts.messages import ImagePart, Prompt, TextPart
+
+
+# Part of every cache key: bump when how option spans or scores are computed changes.
+SCORING_VERSION = "2"
 
 
 class ModelError(RuntimeError):
@@ -50,26 +56,6 @@ def _pick_dtype(dtype: str, device: str) -> torch.dtype:
         return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
     except KeyError:
         raise ValueError(f"unknown dtype {dtype!r}; choose auto, float32, bfloat16 or float16") from None
-
-
-def _local_revision(path: Path) -> str:
-    """A revision for a local folder: hash of its config and weight file names and sizes."""
-    h = hashlib.sha256()
-    for f in sorted(path.iterdir()):
-        if f.is_file():
-            h.update(f.name.encode())
-            h.update(str(f.stat().st_size).encode())
-            if f.suffix == ".json":
-                h.update(f.read_bytes())
-    return "local-" + h.hexdigest()[:16]
-
-
-@dataclass
-class _Encoded:
-    """One query's prompt, processed once."""
-
-    inputs: dict  # processor output for the prompt (ids, pixel values, …)
-    text: str  # the templated prompt string
 
 
 class HFBackend:
@@ -111,14 +97,17 @@ class HFBackend:
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         local = Path(model)
-        resolved = revision or getattr(self.model.config, "_commit_hash", None)
-        if not resolved and local.is_dir():
-            resolved = _local_revision(local)
+        # The commit actually loaded beats the name asked for ("main" moves).
+        resolved = "local-" + folder_digest(local)[:16] if local.is_dir() else getattr(self.model.config, "_commit_hash", None) or revision
         self.info = ModelInfo(
             name=str(model),
             revision=resolved or "unknown",
             backend="hf",
-            settings={"dtype": str(self.dtype).removeprefix("torch."), "device": self.device.split(":")[0]},
+            settings={
+                "dtype": str(self.dtype).removeprefix("torch."),
+                "device": self.device.split(":")[0],
+                "scoring": SCORING_VERSION,
+            },
         )
         self.capabilities = Capabilities(
             max_images=None,
@@ -205,9 +194,10 @@ class HFBackend:
 
     # ---- score -----------------------------------------------------------------------
 
-    def _continuations(self, hf: list[dict], prompt_text: str, options: tuple[str, ...]) -> list[str]:
-        """The exact text each option adds after the generation prompt (no end-of-turn tokens)."""
-        conts = []
+    def _continuations(self, hf: list[dict], prompt_text: str, options: tuple[str, ...]) -> list[tuple[str, str]]:
+        """Per option, ``(lead, text)``: what the template puts after the generation prompt before
+        the answer (context), and the option as rendered (the part that is scored)."""
+        out = []
         for option in options:
             full = self._template(hf + [{"role": "assistant", "content": [{"type": "text", "text": option}]}], False)
             if not full.startswith(prompt_text):
@@ -215,36 +205,48 @@ class HFBackend:
                     f"{self.info.name}: chat template's generation prompt is not a prefix of the answered conversation"
                 )
             rest = full[len(prompt_text) :]
-            at = rest.find(option)
+            rendered = option if option in rest else option.strip()  # templates may trim the content
+            at = rest.find(rendered) if rendered else -1
             if at < 0:
                 raise ModelError(f"{self.info.name}: option {option!r} not found after the generation prompt")
-            conts.append(rest[: at + len(option)])
-        return conts
+            out.append((rest[:at], rendered))
+        return out
 
     def _text_ids(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
-    def _option_spans(self, prompt_text: str, conts: list[str]) -> tuple[int, list[list[int]], list[int]]:
+    def _option_tokens(self, context: str, option: str) -> tuple[list[int], int]:
+        """Tokens of ``context + option`` and how many at the end cover the option's characters.
+
+        A token that straddles the boundary (``" red"`` after ``"Assistant:"``) belongs to the
+        option, as in lm-eval; a template's lead that tokenises on its own stays context.
+        """
+        enc = self.tokenizer(context + option, add_special_tokens=False, return_offsets_mapping=True)
+        return enc["input_ids"], sum(1 for _, end in enc["offset_mapping"] if end > len(context))
+
+    @staticmethod
+    def _common(a: list[int], b: list[int]) -> int:
+        n = 0
+        while n < min(len(a), len(b)) and a[n] == b[n]:
+            n += 1
+        return n
+
+    def _option_spans(self, prompt_text: str, conts: list[tuple[str, str]]) -> tuple[int, list[list[int]], list[int]]:
         """Token bookkeeping in text space.
 
         Returns ``(drop, suffixes, starts)``: the shared context is the processed prompt minus
         its last ``drop`` tokens (tokens a boundary merge makes option-dependent); option i
         continues it with ``suffixes[i]``, of which tokens from ``starts[i]`` on are the
-        option's own tokens.
+        option's own. Tokens before that are the template's lead: context, not scored.
         """
         prompt_ids = self._text_ids(prompt_text)
-        fulls = [self._text_ids(prompt_text + c) for c in conts]
-        commons = []
-        for full in fulls:
-            n = 0
-            while n < min(len(prompt_ids), len(full)) and prompt_ids[n] == full[n]:
-                n += 1
-            commons.append(n)
-        shared = min(commons)
-        drop = len(prompt_ids) - shared
-        suffixes = [full[shared:] for full in fulls]
-        starts = [c - shared for c in commons]
-        return drop, suffixes, starts
+        encoded = [self._option_tokens(prompt_text + lead, text) for lead, text in conts]
+        shared = min(self._common(prompt_ids, full) for full, _ in encoded)
+        suffixes = [full[shared:] for full, _ in encoded]
+        starts = [len(full) - n_option - shared for full, n_option in encoded]
+        if min(starts) < 0:
+            raise ModelError(f"{self.info.name}: an option's tokens reach into the shared prompt")
+        return len(prompt_ids) - shared, suffixes, starts
 
     def _check_alignment(self, expanded: list[int], prompt_text: str) -> None:
         """The processed prompt must end with the same tokens as the text-only tokenisation."""
@@ -270,8 +272,11 @@ class HFBackend:
         error = self._overflow(context_len, max(len(s) for s in suffixes))
         if error:
             return OptionScores(error=error, prompt_tokens=len(expanded))
-        for key in ("input_ids", "attention_mask"):
-            inputs[key] = inputs[key][:, :context_len]
+        # Every per-token input is cut, not just the ids (Qwen2-VL's mm_token_type_ids, Gemma's token_type_ids).
+        width = len(expanded)
+        for key, value in inputs.items():
+            if value.dim() == 2 and value.shape == (1, width):
+                inputs[key] = value[:, :context_len]
         with torch.inference_mode():
             # Only the last position's logits are needed: a full-vocabulary row per prompt token
             # would cost gigabytes on real models with long few-shot prompts.
@@ -342,24 +347,21 @@ class HFBackend:
         return [self._sum_option(logprobs[row], 0, last, s, st) for row, (s, st) in enumerate(zip(suffixes, starts))]
 
     def score_naive(self, request: ScoreRequest) -> OptionScores:
-        """Reference: one full forward per option, option tokens found in the processed ids.
+        """Reference: one full forward per option through the processor, no cache, no packing.
 
-        Slow on purpose; tests and benchmarks compare the fast path against it.
+        Slow on purpose. The scored tokens are the last ones of the processed text, as many as
+        cover the option's characters; the fast path's prefix sharing plays no part here.
         """
         hf, images = self._hf_messages(request.messages)
         prompt_text = self._template(hf, generation_prompt=True)
-        conts = self._continuations(hf, prompt_text, request.options)
-        prompt_ids = self._process([prompt_text], [images])["input_ids"][0].tolist()
         lls, counts = [], []
-        for cont in conts:
-            inputs = self._process([prompt_text + cont], [images])
+        for lead, text in self._continuations(hf, prompt_text, request.options):
+            _, n_option = self._option_tokens(prompt_text + lead, text)
+            inputs = self._process([prompt_text + lead + text], [images])
             ids = inputs["input_ids"][0].tolist()
-            common = 0
-            while common < min(len(ids), len(prompt_ids)) and ids[common] == prompt_ids[common]:
-                common += 1
             with torch.inference_mode():
                 logprobs = self.model(**inputs).logits[0].float().log_softmax(-1)
-            lls.append(sum(float(logprobs[pos - 1, ids[pos]]) for pos in range(common, len(ids))))
-            counts.append(len(ids) - common)
-        return OptionScores(loglikelihoods=tuple(lls), token_counts=tuple(counts), prompt_tokens=len(prompt_ids))
-
+            lls.append(sum(float(logprobs[pos - 1, ids[pos]]) for pos in range(len(ids) - n_option, len(ids))))
+            counts.append(n_option)
+        prompt_tokens = len(self._process([prompt_text], [images])["input_ids"][0])
+        return OptionScores(loglikelihoods=tuple(lls), token_counts=tuple(counts), prompt_tokens=prompt_tokens)

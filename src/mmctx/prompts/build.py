@@ -46,6 +46,8 @@ def derived_seed(seed: int, *parts: str) -> int:
 
 
 def shown_options(sample: Sample, preset: Preset, seed: int) -> ShownOptions:
+    if sample.format == "open":
+        raise PromptError(f"sample {sample.id!r}: open-answer items have no options; this preset cannot ask them")
     order = list(range(len(sample.choices)))
     if sample.format != "binary":  # Yes/No keep their conventional order
         random.Random(derived_seed(seed, "options", sample.id)).shuffle(order)

@@ -60,10 +60,6 @@ def file_sha256(path: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def prompt_images(prompt: Prompt) -> list[ImagePart]:
-    return [img for m in prompt for img in m.images]
-
-
 def to_jsonable(prompt: Prompt, with_paths: bool = False) -> list[dict]:
     """A JSON form of the prompt; images appear as their content hash (and path if asked)."""
     out = []

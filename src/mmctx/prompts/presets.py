@@ -14,11 +14,10 @@ answer styles:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 AnswerStyle = Literal["letter", "cot", "text"]
-ANSWER_STYLES: tuple[str, ...] = ("letter", "cot", "text")
 
 
 @dataclass(frozen=True)
@@ -37,7 +36,6 @@ class Preset:
     single_turn: bool = False
     labels: tuple[str, ...] = ("A", "B", "C", "D", "E", "F", "G", "H")
     description: str = ""
-    extra: dict[str, str] = field(default_factory=dict)
 
 
 _CHOICE_INSTRUCTIONS = {

@@ -15,7 +15,7 @@ import json
 import os
 import platform
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rich.progress import (
@@ -31,14 +31,11 @@ from rich.progress import (
 from rich.text import Text
 
 import mmctx
-from mmctx.models.base import Backend, GenerateRequest, ModelInfo, ScoreRequest
+from mmctx.models.base import Backend, GenerateRequest, Generation, ModelInfo, OptionScores, ScoreRequest
 from mmctx.run.plan import GenerationLimits, PlannedRequest
 from mmctx.run.store import ResponseStore
+from mmctx.run.files import MANIFEST, REQUESTS, STORE
 from mmctx.score.extract import EXTRACTOR_VERSION
-
-MANIFEST = "manifest.json"
-REQUESTS = "requests.jsonl"
-STORE = "responses.sqlite"
 
 
 class RunError(RuntimeError):
@@ -70,7 +67,7 @@ class RunStats:
     errors: int = 0
     seconds: float = 0.0
     queries: int = 0
-    extra: dict = field(default_factory=dict)
+    errors_retried: int = 0
 
 
 def check_capabilities(plan: list[PlannedRequest], backend: Backend) -> None:
@@ -164,7 +161,7 @@ def execute(
     stats = RunStats(planned=len(plan))
     with ResponseStore(run_dir / STORE) as store:
         if retry_errors:
-            stats.extra["errors_retried"] = store.delete_errors()
+            stats.errors_retried = store.delete_errors()
         done = store.keys()
         keyed = [(r, r.key(backend.info)) for r in plan]
         pending = [(r, k) for r, k in keyed if k not in done]
@@ -184,6 +181,22 @@ def execute(
     return stats
 
 
+def _guarded(call, items: list, failed) -> list:
+    """``call(items)``; if it raises, each item alone, and an item that still raises becomes
+    ``failed(exc)`` — stored as that request's error, so one bad request never stops a run.
+    A batch that failed for its size (out of memory) succeeds item by item."""
+    try:
+        return call(items)
+    except Exception as exc:  # noqa: BLE001 - any backend failure is recorded, never swallowed
+        if len(items) == 1:
+            return [failed(exc)]
+        return [out for item in items for out in _guarded(call, [item], failed)]
+
+
+def _failure(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
 def _run_chunk(chunk: list[PlannedRequest], backend: Backend, key_of: dict[str, str]) -> list[tuple]:
     rows: list[tuple] = []
     by_limit: dict[int, list[PlannedRequest]] = {}
@@ -191,13 +204,15 @@ def _run_chunk(chunk: list[PlannedRequest], backend: Backend, key_of: dict[str, 
         if r.scorer == "generate":
             by_limit.setdefault(r.max_new_tokens or 0, []).append(r)
     for limit, group in by_limit.items():
-        outs = backend.generate([GenerateRequest(r.prompt.messages, limit) for r in group])
+        requests = [GenerateRequest(r.prompt.messages, limit) for r in group]
+        outs = _guarded(backend.generate, requests, lambda exc: Generation(error=_failure(exc)))
         for r, g in zip(group, outs):
             payload = {"text": g.text, "prompt_tokens": g.prompt_tokens, "output_tokens": g.output_tokens, "truncated": g.truncated}
             rows.append((key_of[r.id], r.id, "generate", payload, g.error))
     for r in chunk:
         if r.scorer == "ppl":
-            s = backend.score([ScoreRequest(r.prompt.messages, r.prompt.options.texts)])[0]
+            request = ScoreRequest(r.prompt.messages, r.prompt.options.texts)
+            s = _guarded(backend.score, [request], lambda exc: OptionScores(error=_failure(exc)))[0]
             payload = {
                 "loglikelihoods": list(s.loglikelihoods),
                 "token_counts": list(s.token_counts),

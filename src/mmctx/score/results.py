@@ -23,13 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
-from mmctx.run.runner import REQUESTS, STORE
+from mmctx.run.files import REQUESTS, RESULTS, STORE, SUMMARY
 from mmctx.run.store import ResponseStore
 from mmctx.score import metrics
 from mmctx.score.extract import extract_choice
 
-RESULTS = "results.jsonl"
-SUMMARY = "summary.json"
 
 
 @dataclass(frozen=True)
@@ -111,6 +109,9 @@ def score_request(request: dict, response: dict | None) -> SampleResult:
             truncated=bool(response.get("truncated")),
         )
     lls, counts = response["loglikelihoods"], response["token_counts"]
+    if not lls or not all(math.isfinite(x) for x in lls):
+        # An overflowed or empty score is a failed request, not a prediction.
+        return SampleResult(**base, pred=None, outcome="error", error=f"non-finite log-likelihoods {lls}")
     pred = metrics.ppl_choice(lls, counts)
     probs = metrics.option_probabilities(lls, counts)
     return SampleResult(
@@ -197,14 +198,17 @@ def _average(setting: str, scorer: str, cells: list[CellMetrics], ci: tuple[floa
         values = [getattr(c, field) for c in cells if not math.isnan(getattr(c, field))]
         return float(np.mean(values)) if values else math.nan
 
+    # An average over fewer tasks than the row has is not the papers' Avg.: leave it empty.
+    incomplete = any(math.isnan(c.accuracy) for c in cells)
+
     return CellMetrics(
         task=AVERAGE,
         setting=setting,
         scorer=scorer,
         n=sum(c.n for c in cells),
-        accuracy=mean("accuracy"),
-        ci_low=ci[0],
-        ci_high=ci[1],
+        accuracy=math.nan if incomplete else mean("accuracy"),
+        ci_low=math.nan if incomplete else ci[0],
+        ci_high=math.nan if incomplete else ci[1],
         unparsed_rate=mean("unparsed_rate"),
         truncation_rate=mean("truncation_rate"),
         errors=sum(c.errors for c in cells),
@@ -221,7 +225,3 @@ def write_scores(run_dir: Path, results: list[SampleResult], cells: list[CellMet
         for r in results:
             f.write(json.dumps(asdict(r), ensure_ascii=False) + "\n")
     (run_dir / SUMMARY).write_text(json.dumps([asdict(c) for c in cells], indent=1, allow_nan=True) + "\n")
-
-
-def load_summary(run_dir: Path) -> list[CellMetrics]:
-    return [CellMetrics(**c) for c in json.loads((Path(run_dir) / SUMMARY).read_text())]
