@@ -162,6 +162,77 @@ CASES: list[tuple[str, list[str], list[str] | None, int | None, str]] = [
     # --- nothing to go on
     ("The image shows a car parked on a street.", COLORS, None, None, "no_match"),
     ("I'm sorry, I can't help with that.", COLORS, None, None, "no_match"),
+    # --- rejections are not choices: "X is wrong / incorrect / not the answer / can be ruled out"
+    ("Option A is wrong.", COLORS, None, None, "no_match"),
+    ("(A) is incorrect; B", COLORS, None, 1, "final_line_label"),  # a trailing bare label after ";"
+    ("**A** is wrong", COLORS, None, None, "no_match"),
+    ("Answer: B is wrong", COLORS, None, None, "no_match"),
+    ("(A) is incorrect", COLORS, None, None, "no_match"),
+    ("Option B is not right.", COLORS, None, None, "no_match"),
+    ("B is not the answer.", COLORS, None, None, "no_match"),
+    ("(A) is incorrect; B is also wrong", COLORS, None, None, "no_match"),
+    ("(A) is incorrect; (B) is wrong; C", COLORS, None, 2, "final_line_label"),
+    ("A can be ruled out; D", COLORS, None, 3, "final_line_label"),
+    ("Option A is wrong. B", COLORS, None, 1, "final_line_label"),
+    ("(A) is incorrect; A", COLORS, None, None, "ambiguous"),  # chooses what it rejected
+    ("The answer is B. (B) is not the answer.", COLORS, None, None, "ambiguous"),
+    ("red is incorrect. Answer: red", COLORS, None, None, "ambiguous"),
+    ("The red one is wrong; the blue one is right. Answer: A", COLORS, None, None, "ambiguous"),
+    ("Red is wrong, so blue.", COLORS, None, 1, "option_text"),
+    ("(C) is the answer, (A) is wrong", COLORS, None, 2, "answer_marker"),
+    ("The answer is B, since A can be ruled out.", COLORS, None, 1, "answer_marker"),
+    ("The first caption is incorrect.", CAPS, DIGITS, None, "no_match"),
+    ("Caption 1 is incorrect; 2", CAPS, DIGITS, 1, "final_line_label"),
+    ("I was wrong before. Answer: I", TEN, TEN_LABELS, 8, "answer_marker"),  # "I was wrong": the pronoun
+    # --- a change of mind: an explicit revision wins, an implicit one to another option is a hedge
+    ("The correct answer is B.\nWait, it's C.", COLORS, None, None, "hedged"),
+    ("The correct answer is B.\nWait, the answer is C.", COLORS, None, 2, "answer_marker"),
+    ("The answer is B. Actually, it's C.", COLORS, None, None, "hedged"),
+    ("The correct answer is B.\nNo, C.", COLORS, None, None, "hedged"),
+    ("Answer: B\nOn second thought, it's green.", COLORS, None, None, "hedged"),
+    ("Answer: B\nCorrection: C", COLORS, None, None, "hedged"),
+    ("Answer: B\nCorrection: the answer is C", COLORS, None, 2, "answer_marker"),
+    ("I'd say (C) fits.\nWait, it's D.", COLORS, None, None, "hedged"),
+    ("The correct answer is B.\nWait, it's B.", COLORS, None, 1, "answer_marker"),  # same option: no change
+    ("Answer: B\nActually, the car is blue.", COLORS, None, 1, "answer_marker"),
+    ("Answer: B. The roof is actually red.", COLORS, None, 1, "answer_marker"),  # mid-sentence: no revision
+    # --- yes/no answers asserting both polarities
+    ("Yes No", YN, None, None, "ambiguous"),
+    ("Yes\nNo", YN, None, None, "ambiguous"),
+    ("No. Yes.", YN, None, None, "ambiguous"),
+    ("Yes. Actually, no.", YN, None, None, "ambiguous"),
+    ("Answer: Yes No", YN, None, None, "ambiguous"),
+    ("True False", TF, None, None, "ambiguous"),
+    ("Yes, there is no dog on the sofa.", YN, None, 0, "yes_no"),  # "no dog" is no verdict
+    ("No, it is not correct.", YN, None, 1, "yes_no"),  # "not correct" agrees with "No"
+    # --- byte noise: control characters are neither blanks nor line breaks; words must be real words
+    ("\x1cYes", YN, None, None, "no_match"),
+    ("ab\x0bno", YN, None, None, "no_match"),
+    ("x.\x1cno", YN, None, None, "no_match"),
+    ("Hmm\u2028No", YN, None, None, "no_match"),
+    ("ab\x85No", YN, None, None, "no_match"),
+    ("Yes\x0b", YN, None, None, "no_match"),
+    ("No.sY ned", YN, None, None, "no_match"),
+    ("o Yedk.(\nNo", YN, None, None, "no_match"),  # a closing verdict needs a finished sentence before it
+    ("Yes\r\n", YN, None, 0, "yes_no"),
+    ("There is no dog in the picture.\r\nNo", YN, None, 1, "yes_no"),
+    ("\x0bB", COLORS, None, None, "no_match"),
+    # --- cut_turns: conversation turns the model made up after answering are not read
+    ("Answer: B\nUser: What colour is the sky?\nAnswer: D", COLORS, None, 1, "answer_marker"),
+    ("B\nUSER: and this one?\nASSISTANT: C", COLORS, None, 1, "bare_letter"),
+    ("Answer: B\nHuman: thanks\nGPT: Answer: C", COLORS, None, 1, "answer_marker"),
+    ("Answer: B\n\nQuestion: What colour is the car?\nAnswer: C", COLORS, None, 1, "answer_marker"),
+    ("Answer: B\nQ: next one?\nA: C", COLORS, None, 1, "answer_marker"),
+    (
+        "Answer: B<|im_end|>\n<|im_start|>user\nNext?<|im_end|>\n<|im_start|>assistant\nAnswer: C",
+        COLORS, None, 1, "answer_marker",
+    ),
+    ("Answer: B<|user|>Answer: C", COLORS, None, 1, "answer_marker"),
+    ("B</s>C", COLORS, None, 1, "bare_letter"),
+    ("B<end_of_utterance>\nUser: ok\nAssistant: C", COLORS, None, 1, "bare_letter"),
+    ("Assistant: C", COLORS, None, 2, "bare_letter"),  # the model's own role tag
+    ("User: which colour?\nAssistant: C", COLORS, None, None, "empty"),  # opens with someone else's turn
+    ("<think>\nUser: which colour?\n</think>\nAnswer: B\nHuman: thanks\nGPT: C", COLORS, None, 1, "answer_marker"),
 ]
 # fmt: on
 
@@ -185,7 +256,7 @@ def test_rule_chain_is_named_ordered_and_versioned() -> None:
     assert RULES.index("answer_marker") < RULES.index("bare_letter") < RULES.index("option_text")
     assert RULES.index("option_text") < RULES.index("yes_no") < RULES.index("ordinal")
     assert len(set(RULES)) == len(RULES)
-    assert EXTRACTOR_VERSION == "1"
+    assert EXTRACTOR_VERSION == "2"
 
 
 def test_long_responses_stay_fast() -> None:

@@ -203,6 +203,9 @@ def curate(
     rationales: Optional[str] = typer.Option(None, help="scene-graph (shapes-world) or a model spec for CoT rationales."),
     projection: str = typer.Option("pca", help="Figure projection: pca, tsne or umap."),
     figures: bool = typer.Option(True, help="Write the similarity and projection figures."),
+    push_to_hub: Optional[str] = typer.Option(
+        None, help="Also upload OUT/fewmmbench-layout to this HF dataset repo (token from HF_TOKEN or your login)."
+    ),
 ) -> None:
     """Embed → select queries (Graph Cut) → retrieve demos → rationales → benchmark + figures."""
     from mmctx.curate.pipeline import CurateOptions, CurationError
@@ -220,6 +223,15 @@ def curate(
     if outcome.rationales:
         console.print(f"rationales: {outcome.rationales}")
     console.print(f"benchmark: {len(outcome.benchmark.queries)} queries, {len(outcome.benchmark.demos)} demos → {out}")
+    if push_to_hub:
+        from huggingface_hub import HfApi
+
+        from mmctx.curate.pipeline import LAYOUT_DIR
+
+        api = HfApi()
+        api.create_repo(push_to_hub, repo_type="dataset", exist_ok=True)
+        api.upload_folder(folder_path=str(out / LAYOUT_DIR), repo_id=push_to_hub, repo_type="dataset")
+        console.print(f"pushed {out / LAYOUT_DIR} → hf.co/datasets/{push_to_hub}")
 
 
 def _print_groups(groups) -> None:
@@ -231,7 +243,7 @@ def _print_groups(groups) -> None:
             g.group, str(g.pool), str(g.queries), str(g.demos), f"{g.lam:g}", f"{g.rho:.3f}",
             str(g.excluded_near_duplicates), f"{g.similar_cosine:.3f}", f"{g.random_cosine:.3f}",
         )  # fmt: skip
-    Console().print(table)
+    Console(width=max(160, console.width)).print(table)
 
 
 @app.command()

@@ -20,6 +20,14 @@ from mmctx.prompts.build import derived_seed
 DUPLICATE_COSINE = 0.98
 
 
+class TooFewCandidates(ValueError):
+    """Some queries have fewer than k candidates left once near-duplicates are excluded."""
+
+    def __init__(self, rows: list[int], k: int):
+        self.rows = rows
+        super().__init__(f"query rows {rows[:10]} have fewer than {k} candidates after near-duplicate exclusion")
+
+
 @dataclass(frozen=True)
 class Neighbours:
     """For each query row: candidate indices (most similar first), their cosines, and exclusions."""
@@ -52,6 +60,14 @@ def top_k(scores: np.ndarray, k: int, banned: np.ndarray | None = None) -> tuple
     return np.array(order_rows), np.array(order_scores)
 
 
+def near_duplicates(
+    queries: np.ndarray, candidates: np.ndarray, duplicate_cosine: float, same_content: np.ndarray | None = None
+) -> np.ndarray:
+    """``[i, j]``: candidate j would leak query i's answer (cosine above the threshold, or the same image)."""
+    banned = (_unit(queries) @ _unit(candidates).T) > duplicate_cosine
+    return banned | same_content if same_content is not None else banned
+
+
 def similar_demos(
     queries: np.ndarray,
     candidates: np.ndarray,
@@ -64,13 +80,10 @@ def similar_demos(
     ``same_content[i, j]`` marks candidate j as holding the same image as query i.
     """
     sims = _unit(queries) @ _unit(candidates).T
-    banned = sims > duplicate_cosine
-    if same_content is not None:
-        banned |= same_content
-    available = (~banned).sum(axis=1)
-    short = np.flatnonzero(available < k)
+    banned = near_duplicates(queries, candidates, duplicate_cosine, same_content)
+    short = np.flatnonzero((~banned).sum(axis=1) < k)
     if len(short):
-        raise ValueError(f"query rows {short.tolist()[:10]} have fewer than {k} candidates after near-duplicate exclusion")
+        raise TooFewCandidates(short.tolist(), k)
     idx, scores = top_k(sims, k, banned)
     return Neighbours(indices=idx, scores=scores, excluded=banned.sum(axis=1))
 
@@ -92,6 +105,9 @@ def rerank_demos(
     banned = joint > duplicate_cosine
     if same_content is not None:
         banned |= same_content
+    short = np.flatnonzero((~banned).sum(axis=1) < k)
+    if len(short):
+        raise TooFewCandidates(short.tolist(), k)
     short_idx, _ = top_k(img, max(k, shortlist), banned)
     rows, scores = [], []
     for q, cand in enumerate(short_idx):

@@ -639,12 +639,14 @@ def _write_once(path: Path, data: bytes) -> None:
 # Writing the released layout
 
 
-def save_fewmmbench_layout(bench: Benchmark, out: Path) -> Path:
+def save_fewmmbench_layout(bench: Benchmark, out: Path, skip_unsupported: bool = False) -> Path:
     """Write ``bench`` as the released hub layout: one parquet per config + README.md with ``configs:``.
 
     Caption/foil samples become ``caption_foil_*`` rows (exactly two choices, one image); MCQA samples
     become ``multiple_choice_qa_*`` rows with ``options``, the answer as option text and an
-    ``images`` list. Only the ``similar``/``random`` demo keys exist in this layout.
+    ``images`` list. Only the ``similar``/``random`` demo keys exist in this layout. Formats the
+    layout has no config for (binary, open) raise, or with ``skip_unsupported`` are left out —
+    together with demo keys pointing at them — and counted in ``README.md``.
     """
     from datasets import Dataset
 
@@ -652,9 +654,13 @@ def save_fewmmbench_layout(bench: Benchmark, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     by_kind: dict[str, tuple[list[Sample], list[Sample]]] = {kind: ([], []) for kind in KINDS}
     format_kind = {fmt: kind for kind, fmt in KINDS.items()}
+    skipped = 0
     for table, samples in (("queries", bench.queries), ("demos", bench.demos)):
         for s in samples:
             if s.format not in format_kind:
+                if skip_unsupported:
+                    skipped += 1
+                    continue
                 raise ValueError(f"{table}[{s.id}].format: {s.format!r} has no FewMMBench config")
             by_kind[format_kind[s.format]][table == "demos"].append(s)
 
@@ -673,7 +679,8 @@ def save_fewmmbench_layout(bench: Benchmark, out: Path) -> Path:
                 old.unlink()  # a shorter rewrite must not leave stale shards behind
             Dataset.from_dict(columns, features=features).to_parquet(str(folder / f"{SPLIT}-00000-of-00001.parquet"))
             written.append(config)
-    (out / "README.md").write_text(_readme(written, bench.description), encoding="utf-8")
+    note = f" {skipped} sample(s) of formats without a FewMMBench config were left out." if skipped else ""
+    (out / "README.md").write_text(_readme(written, bench.description + note), encoding="utf-8")
     return out
 
 

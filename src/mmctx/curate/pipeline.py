@@ -1,0 +1,393 @@
+"""`mmctx curate`: a pool in, a few-shot benchmark out, every intermediate on disk.
+
+Work is done per group — one (task, format) pair, as the paper selects 250 MCQA and 250
+caption/foil queries per task separately — and each step writes its output under
+``WORK`` so any step can be re-run alone:
+
+    WORK/embeddings/<group>.npz    joint CLIP embeddings of the group's pool (ids in pool order)
+    WORK/selection/<group>.json    Graph-Cut picks: ids, gains, λ, convention, ρ
+    WORK/retrieval/<group>.json    per query: similar ids + cosines, random ids; exclusions
+    WORK/rationales.jsonl          per demo: rationale outcome (status, attempts, injected)
+    WORK/summary.json              the per-group table printed at the end
+
+The benchmark (queries with ``similar`` and ``random`` keys, the demo table, images) is
+written by `build_benchmark` from the pool and the retrieval files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mmctx.curate.embed import Embeddings, embed_samples, load_encoder
+from mmctx.curate.retrieve import (
+    DUPLICATE_COSINE,
+    TooFewCandidates,
+    near_duplicates,
+    random_demos,
+    rerank_demos,
+    similar_demos,
+)
+from mmctx.curate.select import DEFAULT_LAMBDA, paper_lambda, select_graph_cut
+from mmctx.schema import Benchmark, Sample
+
+RETRIEVAL_MODES = ("joint", "image-then-text")
+LAYOUT_DIR = "fewmmbench-layout"
+
+
+class CurationError(ValueError):
+    """The pool cannot be curated as asked; raised before any long computation."""
+
+
+def group_name(task: str, fmt: str) -> str:
+    return f"{task}__{fmt}"
+
+
+def groups_of(samples: list[Sample]) -> dict[str, list[Sample]]:
+    groups: dict[str, list[Sample]] = defaultdict(list)
+    for s in samples:
+        groups[group_name(s.task, s.format)].append(s)
+    return dict(sorted(groups.items()))
+
+
+def check_pool(samples: list[Sample], k: int, demos: int) -> None:
+    """Every problem that would stop curation halfway, all at once, naming task and record."""
+    problems = []
+    seen: dict[str, int] = defaultdict(int)
+    for s in samples:
+        seen[s.id] += 1
+        if not s.images and not (s.question or s.statement or s.choices):
+            problems.append(f"{s.id}: no image and no text")
+    problems += [f"{sid}: duplicate id ({n} records)" for sid, n in seen.items() if n > 1]
+    for name, group in groups_of(samples).items():
+        if len(group) < k + demos:
+            problems.append(f"{name}: pool has {len(group)} samples, needs at least k + demos = {k + demos}")
+    if problems:
+        raise CurationError("pool cannot be curated:\n  - " + "\n  - ".join(problems))
+
+
+def _write_json(path: Path, data) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+
+
+# ---- step 1: embed --------------------------------------------------------------------------
+
+
+def embed_step(samples: list[Sample], root: Path, work: Path, encoder_spec: str, progress: bool = True) -> dict[str, Embeddings]:
+    encoder = load_encoder(encoder_spec)
+    out = {}
+    for name, group in groups_of(samples).items():
+        emb = embed_samples(group, root, encoder, cache_dir=work / "cache", progress=progress)
+        emb.save(work / "embeddings" / f"{name}.npz")
+        out[name] = emb
+    return out
+
+
+def load_embeddings(work: Path) -> dict[str, Embeddings]:
+    files = sorted((work / "embeddings").glob("*.npz"))
+    if not files:
+        raise CurationError(f"{work}/embeddings holds no embeddings; run `mmctx embed` first")
+    return {f.stem: Embeddings.load(f) for f in files}
+
+
+# ---- step 2: select -------------------------------------------------------------------------
+
+
+def select_step(embeddings: dict[str, Embeddings], work: Path, k: int, lam: float | str | None, convention: str) -> dict:
+    selections = {}
+    for name, emb in embeddings.items():
+        task, fmt = name.split("__")
+        group_lam, source = (lam, "auto" if lam == "auto" else "user") if lam is not None else _paper_lambda(task, fmt)
+        sel = select_graph_cut(emb.joint, k=k, lam=group_lam, convention=convention)
+        record = {
+            "group": name,
+            "ids": [emb.ids[i] for i in sel.indices],
+            "indices": list(sel.indices),
+            "gains": list(sel.gains),
+            "lambda": sel.lam,
+            "lambda_source": source,
+            "convention": sel.convention,
+            "rho": sel.rho,
+            "kernel": sel.kernel,
+            "pool": len(emb.ids),
+            "encoder": emb.encoder,
+        }
+        _write_json(work / "selection" / f"{name}.json", record)
+        selections[name] = record
+    return selections
+
+
+def _paper_lambda(task: str, fmt: str) -> tuple[float, str]:
+    """The paper's λ for a group; binary verification sits in the paper's caption/foil pools (VSR)."""
+    try:
+        return paper_lambda(task, "caption_foil" if fmt == "binary" else fmt), "paper"
+    except KeyError:
+        return DEFAULT_LAMBDA, "default (group not in the paper)"
+
+
+def load_selections(work: Path) -> dict:
+    files = sorted((work / "selection").glob("*.json"))
+    if not files:
+        raise CurationError(f"{work}/selection holds no selections; run `mmctx select` first")
+    return {f.stem: json.loads(f.read_text()) for f in files}
+
+
+# ---- step 3: retrieve -----------------------------------------------------------------------
+
+
+def _same_images(queries: list[Sample], candidates: list[Sample], root: Path) -> np.ndarray:
+    """``[i, j]``: query i and candidate j show the same image content (a near-duplicate)."""
+    from mmctx.prompts.messages import file_sha256
+
+    codes: dict[tuple[str, ...], int] = {}
+
+    def code(s: Sample) -> int:
+        key = tuple(sorted(file_sha256(str((root / rel).resolve())) for rel in s.images))
+        return codes.setdefault(key, len(codes)) if key else -1  # no image: never a match
+
+    q = np.array([code(s) for s in queries])
+    c = np.array([code(s) for s in candidates])
+    return (q[:, None] == c[None, :]) & (q[:, None] >= 0)
+
+
+def retrieve_step(
+    samples: list[Sample],
+    root: Path,
+    embeddings: dict[str, Embeddings],
+    selections: dict,
+    work: Path,
+    demos: int = 8,
+    seed: int = 0,
+    mode: str = "joint",
+    duplicate_cosine: float = DUPLICATE_COSINE,
+) -> dict:
+    if mode not in RETRIEVAL_MODES:
+        raise CurationError(f"unknown retrieval mode {mode!r}; choose from {RETRIEVAL_MODES}")
+    by_id = {s.id: s for s in samples}
+    out = {}
+    for name, sel in selections.items():
+        emb = embeddings[name]
+        row = {sid: i for i, sid in enumerate(emb.ids)}
+        chosen = set(sel["ids"])
+        cand_ids = [sid for sid in emb.ids if sid not in chosen]
+        q_rows = np.array([row[sid] for sid in sel["ids"]])
+        c_rows = np.array([row[sid] for sid in cand_ids])
+        same = _same_images([by_id[sid] for sid in sel["ids"]], [by_id[sid] for sid in cand_ids], root)
+        try:
+            if mode == "joint" or emb.image is None:
+                nb = similar_demos(emb.joint[q_rows], emb.joint[c_rows], demos, duplicate_cosine, same)
+            else:
+                nb = rerank_demos(
+                    emb.image[q_rows], emb.image[c_rows], emb.text[q_rows], emb.text[c_rows], demos,
+                    duplicate_cosine=duplicate_cosine, same_content=same,
+                )  # fmt: skip
+        except TooFewCandidates as exc:
+            ids = [sel["ids"][r] for r in exc.rows]
+            raise CurationError(
+                f"{name}: queries {ids[:10]} have fewer than {demos} demo candidates once near-duplicates "
+                f"(cosine > {duplicate_cosine} or the same image) are excluded; an encoder that cannot tell "
+                f"samples apart puts everything above the threshold"
+            ) from exc
+        task = name.split("__")[0]
+        joint_c = emb.joint[c_rows]
+        leaks = near_duplicates(emb.joint[q_rows], joint_c, duplicate_cosine, same)
+        per_query = {}
+        for qi, qid in enumerate(sel["ids"]):
+            # Random demos come from the same candidates as similar ones: no query, no near-duplicate.
+            rnd = random_demos(qid, task, [c for c, leak in zip(cand_ids, leaks[qi]) if not leak], demos, seed)
+            rnd_rows = np.array([row[r] for r in rnd])
+            per_query[qid] = {
+                "similar": [cand_ids[j] for j in nb.indices[qi]],
+                "similar_cosines": [float(x) for x in joint_c[nb.indices[qi]] @ emb.joint[q_rows[qi]]],
+                "random": rnd,
+                "random_cosines": [float(x) for x in emb.joint[rnd_rows] @ emb.joint[q_rows[qi]]],
+                "excluded_near_duplicates": int(nb.excluded[qi]),
+            }
+        record = {
+            "group": name,
+            "mode": mode,
+            "demos": demos,
+            "seed": seed,
+            "duplicate_cosine": duplicate_cosine,
+            "excluded_near_duplicates": int(nb.excluded.sum()),
+            "queries": per_query,
+        }
+        _write_json(work / "retrieval" / f"{name}.json", record)
+        out[name] = record
+    return out
+
+
+def load_retrievals(work: Path) -> dict:
+    files = sorted((work / "retrieval").glob("*.json"))
+    if not files:
+        raise CurationError(f"{work}/retrieval holds no retrievals; run `mmctx retrieve` first")
+    return {f.stem: json.loads(f.read_text()) for f in files}
+
+
+def build_benchmark(samples: list[Sample], root: Path, retrievals: dict, name: str) -> Benchmark:
+    """Queries with their demo keys, and every referenced sample once in the demo table."""
+    by_id = {s.id: s for s in samples}
+    queries, demo_ids = [], []
+    for record in retrievals.values():
+        for qid, keys in record["queries"].items():
+            queries.append(by_id[qid].model_copy(update={"demo_keys": {"similar": keys["similar"], "random": keys["random"]}}))
+            demo_ids += keys["similar"] + keys["random"]
+    demos = [by_id[d].model_copy(update={"demo_keys": {}}) for d in dict.fromkeys(demo_ids)]
+    return Benchmark(name=name, queries=queries, demos=demos, root=root, description="curated by mmctx curate")
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    group: str
+    pool: int
+    queries: int
+    demos: int
+    lam: float
+    rho: float
+    excluded_near_duplicates: int
+    similar_cosine: float
+    random_cosine: float
+
+
+def summarize(selections: dict, retrievals: dict) -> list[GroupSummary]:
+    rows = []
+    for name, sel in selections.items():
+        ret = retrievals[name]["queries"]
+        demo_set = {d for keys in ret.values() for d in keys["similar"] + keys["random"]}
+        rows.append(
+            GroupSummary(
+                group=name,
+                pool=sel["pool"],
+                queries=len(sel["ids"]),
+                demos=len(demo_set),
+                lam=sel["lambda"],
+                rho=sel["rho"],
+                excluded_near_duplicates=retrievals[name]["excluded_near_duplicates"],
+                similar_cosine=float(np.mean([c for k in ret.values() for c in k["similar_cosines"]])),
+                random_cosine=float(np.mean([c for k in ret.values() for c in k["random_cosines"]])),
+            )
+        )
+    return rows
+
+
+def write_summary(work: Path, rows: list[GroupSummary], extra: dict | None = None) -> None:
+    _write_json(work / "summary.json", {"groups": [asdict(r) for r in rows], **(extra or {})})
+
+
+# ---- step 4: rationales ---------------------------------------------------------------------
+
+
+def rationale_targets(bench: Benchmark) -> list[Sample]:
+    """The demos a CoT setting can show: every query's similar demos."""
+    wanted = dict.fromkeys(k for q in bench.queries for k in q.demo_keys.get("similar", []))
+    return [bench.demo(k) for k in wanted]
+
+
+def rationales_step(bench: Benchmark, source: str, work: Path, seed: int = 0, max_attempts: int = 3, **backend_kw) -> dict:
+    """Fill the rationales of ``bench``'s CoT demos from ``source`` (``scene-graph`` or a model spec)."""
+    from mmctx.curate.rationales import RationaleOutcome, apply_rationales, generate_rationales, summarize_outcomes
+    from mmctx.prompts.presets import get_preset
+
+    targets = rationale_targets(bench)
+    if source == "scene-graph":
+        from mmctx.data.shapes import scene_rationale
+
+        outcomes = []
+        for s in targets:
+            if "frames" not in s.meta:
+                raise CurationError(f"{s.id}: scene-graph rationales need a shapes-world sample (no scene graph in meta)")
+            outcomes.append(RationaleOutcome(s.id, "kept", 1, scene_rationale(s)))
+    else:
+        from mmctx.models import load_backend
+
+        backend = load_backend(source, **backend_kw)
+        outcomes = generate_rationales(targets, bench.root, backend, get_preset("fewmmbench"), seed, max_attempts)
+    bench.demos = apply_rationales(bench.demos, outcomes)
+    work.mkdir(parents=True, exist_ok=True)
+    with open(work / "rationales.jsonl", "w", encoding="utf-8") as f:
+        for o in outcomes:
+            f.write(json.dumps(asdict(o), ensure_ascii=False, default=lambda r: r.model_dump()) + "\n")
+    return {"source": source, **summarize_outcomes(outcomes)}
+
+
+# ---- figures --------------------------------------------------------------------------------
+
+
+def figures_step(embeddings: dict[str, Embeddings], selections: dict, retrievals: dict, out: Path, projection: str = "pca") -> list[Path]:
+    from mmctx.analysis.projection import project
+    from mmctx.report.figures import demo_similarity_boxplot, projection_scatter
+
+    sims = {
+        name: {
+            "similar": [c for k in r["queries"].values() for c in k["similar_cosines"]],
+            "random": [c for k in r["queries"].values() for c in k["random_cosines"]],
+        }
+        for name, r in retrievals.items()
+    }
+    paths = demo_similarity_boxplot(sims, out / "demo_similarity")
+    for name, emb in embeddings.items():
+        coords = project(emb.joint, projection)
+        title = f"{name.replace('__', ' / ')}: {projection.upper()} of the pool, selected queries highlighted"
+        paths += projection_scatter(coords, np.array(selections[name]["indices"]), title, out / f"projection_{name}")
+    return paths
+
+
+# ---- all steps ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CurateOptions:
+    encoder: str
+    k: int = 250
+    lam: float | str | None = None  # None: the paper's λ per task; "auto": n / (2k)
+    convention: str = "paper"
+    demos: int = 8
+    seed: int = 0
+    retrieval: str = "joint"
+    duplicate_cosine: float = DUPLICATE_COSINE
+    rationales: str | None = None  # "scene-graph", a model spec, or None
+    rationale_attempts: int = 3
+    projection: str = "pca"
+    figures: bool = True
+    fewmmbench_layout: bool = True  # also write OUT/fewmmbench-layout, loadable by `datasets`
+
+
+@dataclass
+class CurateOutcome:
+    benchmark: Benchmark
+    groups: list[GroupSummary]
+    rationales: dict | None
+    figures: list[Path]
+
+
+def curate(pool: Path, out: Path, opts: CurateOptions, progress: bool = True) -> CurateOutcome:
+    from mmctx.data.disk import load_pool, save_benchmark
+
+    samples, root = load_pool(pool)
+    check_pool(samples, opts.k, opts.demos)
+    work = Path(out) / "curation"
+    embeddings = embed_step(samples, root, work, opts.encoder, progress)
+    selections = select_step(embeddings, work, opts.k, opts.lam, opts.convention)
+    retrievals = retrieve_step(
+        samples, root, embeddings, selections, work, opts.demos, opts.seed, opts.retrieval, opts.duplicate_cosine
+    )
+    bench = build_benchmark(samples, root, retrievals, name=Path(out).name)
+    rationales = rationales_step(bench, opts.rationales, work, opts.seed, opts.rationale_attempts) if opts.rationales else None
+    bench.check()
+    save_benchmark(bench, out)
+    if opts.fewmmbench_layout:
+        from mmctx.data.fewmmbench import save_fewmmbench_layout
+
+        save_fewmmbench_layout(bench, Path(out) / LAYOUT_DIR, skip_unsupported=True)
+    figures = figures_step(embeddings, selections, retrievals, work / "figures", opts.projection) if opts.figures else []
+    groups = summarize(selections, retrievals)
+    write_summary(work, groups, {"options": asdict(opts), "rationales": rationales})
+    return CurateOutcome(bench, groups, rationales, figures)

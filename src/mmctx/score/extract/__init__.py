@@ -1,0 +1,109 @@
+"""Turn a free-form model response into a multiple-choice option index.
+
+The extractor is a chain of small named rules tried in order; the first rule
+that reaches a decision wins, and its name is recorded on the result so every
+score can be traced back to the rule that produced it. A decision is either an
+option index or an explicit refusal (``"empty"``, ``"hedged"``,
+``"ambiguous"``, ``"no_match"``). There is no random fallback: an unparsed
+answer stays unparsed, and the caller counts it as wrong and reports the
+unparsed rate (random fallbacks, as in several public harnesses, move
+scores by points and hide parser bugs).
+
+Preparation (not rules; they decide nothing):
+
+``cut_turns``        cut at the first turn the model made up itself (a line ``User:``,
+                     ``Assistant:``, ``Human:``, ``GPT:``, ``System:``, ``Question:``,
+                     ``Q:``, or ``<|im_start|>``, ``<|user|>``, ``</s>``,
+                     ``<end_of_utterance>``, ``<|im_end|>``...) -- :mod:`.turns`.
+before it             control characters other than tab/newline become U+FFFD (noise, never
+                     a blank or a line break); lines are split on ``\\n`` only.
+after it             ``<think>`` traces and special tokens are stripped, markdown and LaTeX
+                     wrappers unwrapped -- :mod:`.prepare`.
+
+Rule chain (``RULES``, in order):
+
+``empty``            nothing left after the preparation.
+``answer_marker``    ``Answer: B``, ``the answer is B``, ``\\boxed{B}``, ``B is correct``...;
+                     the LAST marker that resolves wins, because chain-of-thought
+                     restates options before concluding.
+``hedged``           "A or B", "not sure", "no wait", "either ... or" with no marker.
+``bare_letter``      the whole response is a label: ``B``, ``(B)``, ``**B**``, ``Option B``.
+``label_with_text``  ``B. red``; if the text names another option -> ``ambiguous``.
+``final_line_label`` reasoning followed by a last line/sentence/``;``-clause that is a bare label.
+``bracketed_label``  exactly one bracketed/bold/``option X`` label in prose.
+``option_text``      exactly one option's text is mentioned (longest match, numbers ==
+                     number words).
+``yes_no``           a yes/no/true/false word opening the answer (or closing it as a
+                     one-word sentence) when the options are yes/no-like; an answer
+                     asserting both ("Yes No") -> ``ambiguous``.
+``ordinal``          "the first caption", "caption 2", "the latter".
+``no_match``         nothing decided.
+
+Every rule ignores *rejected* mentions (:mod:`.negation`): "not (A)", "A is wrong",
+"(A) is incorrect", "B is not the answer", "C can be ruled out". A decision for an
+option then has to pass two checks (:mod:`.chain`):
+
+* a later self-correction naming another option ("The answer is B.\\nWait, it's C.")
+  makes it ``hedged`` (:mod:`.revisions`); an explicit one ("Wait, the answer is C")
+  is simply the last answer marker and wins;
+* an option the response also calls wrong ("Answer: B ... B is incorrect") is
+  ``ambiguous``.
+
+A lone letter inside prose ("I think a circle") is never read as a label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from .chain import RULES, decide
+from .context import Ctx
+from .prepare import clean, mark_noise, strip_reasoning
+from .result import Extraction
+from .turns import cut_turns
+
+__all__ = ["EXTRACTOR_VERSION", "RULES", "Extraction", "extract_choice"]
+
+# Bump whenever a rule's behaviour changes, so cached scores can be invalidated.
+EXTRACTOR_VERSION = "2"
+
+_LABEL_STRIP = " \t()[]{}.:"
+
+
+def _default_labels(n: int) -> list[str]:
+    if n > 26:
+        raise ValueError(f"{n} options need explicit labels (defaults stop at 'Z')")
+    return [chr(ord("A") + i) for i in range(n)]
+
+
+def extract_choice(text: str, options: Sequence[str], labels: Sequence[str] | None = None) -> Extraction:
+    """Extract the chosen option from a free-form response.
+
+    Args:
+        text: the raw model response (may contain ``<think>`` traces, markdown, LaTeX,
+            and conversation turns the model went on to invent).
+        options: option texts in the order they were SHOWN to the model.
+        labels: how the options were labelled in the prompt ("A", "B", ... by
+            default; digits such as "1", "2" for caption tasks). Brackets and
+            trailing dots are ignored, so "(A)" and "A." both mean "A".
+
+    Returns:
+        An :class:`Extraction`; ``index`` is ``None`` when the response does
+        not commit to exactly one option. Deterministic: no randomness anywhere.
+
+    Raises:
+        ValueError: on a caller error (no options, label/option count mismatch,
+            empty or duplicate labels), never because of the response text.
+    """
+    options = list(options)
+    if not options:
+        raise ValueError("extract_choice needs at least one option")
+    shown = _default_labels(len(options)) if labels is None else [str(label).strip(_LABEL_STRIP) for label in labels]
+    if len(shown) != len(options):
+        raise ValueError(f"{len(shown)} labels for {len(options)} options")
+    if any(not label for label in shown) or len({label.casefold() for label in shown}) != len(shown):
+        raise ValueError(f"labels must be non-empty and distinct (case-insensitively): {shown!r}")
+
+    raw = strip_reasoning(cut_turns(mark_noise(text or "")))
+    found = decide(Ctx(raw=raw, text=clean(raw), options=options, labels=shown))
+    return Extraction(found.index, found.rule, found.span)

@@ -1,0 +1,69 @@
+"""Text preparation: control characters, reasoning traces, special tokens, markdown.
+
+Only ``\\n`` (after folding ``\\r\\n``) separates lines, and only space, tab and
+newline count as blanks. ``str.splitlines``, ``str.strip`` and regex ``\\s`` also
+treat ``\\x0b``, ``\\x0c``, ``\\x1c``-``\\x1f``, ``\\x85`` and ``\\u2028`` as line breaks
+or blanks, which let byte noise from an untrained model look like a short line
+holding a lone "No". So every other control character (and a lone ``\\r``) is
+replaced by U+FFFD first: visible noise that separates words but is never a blank.
+"""
+
+from __future__ import annotations
+
+import re
+
+BLANKS = " \t\n"
+NOISE_MARK = "\ufffd"
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+
+SPECIAL_TOKENS = re.compile(
+    r"<\|[^|<>\n]{0,40}\|>|</s>|<eos>|<pad>|<end_of_turn>|<start_of_turn>(?:model)?|<end_of_utterance>"
+)
+THINK_OPEN = re.compile(r"<(?:think|thinking|reasoning)>", re.I)
+THINK_CLOSE = re.compile(r"</(?:think|thinking|reasoning)\s*>", re.I)
+_THINK_BLOCK = re.compile(r"<(think|thinking|reasoning)>.*?</\1\s*>", re.I | re.S)
+_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\uff1a": ":"})
+_LATEX_WRAP = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mathit|operatorname)\s*\{([^{}]*)\}")
+_EMPHASIS = re.compile(r"[*`]+|(?<!\w)__|__(?!\w)")
+_HEADING = re.compile(r"^[ \t]{0,3}(?:#{1,6}|>)[ \t]*", re.M)
+
+
+def mark_noise(text: str) -> str:
+    """Fold ``\\r\\n`` to ``\\n``; every other control character becomes U+FFFD."""
+    return _CONTROL.sub(NOISE_MARK, text.replace("\r\n", "\n"))
+
+
+def lines(text: str) -> list[str]:
+    """Split on ``\\n`` (and ``\\r\\n``) only, never on the other characters ``splitlines`` knows."""
+    return text.replace("\r\n", "\n").split("\n")
+
+
+def strip_reasoning(text: str) -> str:
+    """Drop special tokens and ``<think>`` traces; what is left is the answer part."""
+    text = SPECIAL_TOKENS.sub(" ", text)
+    text = _THINK_BLOCK.sub(" ", text)
+    # Chat templates often open <think> inside the prompt, so the response
+    # carries only the closing tag: everything before it is reasoning.
+    closes = list(THINK_CLOSE.finditer(text))
+    if closes:
+        text = text[closes[-1].end() :]
+    # An unclosed <think> means generation stopped mid-thought: what follows is
+    # not an answer, however answer-like it looks.
+    opened = THINK_OPEN.search(text)
+    if opened:
+        text = text[: opened.start()]
+    return text.translate(_QUOTES).strip(BLANKS)
+
+
+def clean(text: str) -> str:
+    """Drop markdown emphasis, headings and LaTeX text wrappers; keep content."""
+    for _ in range(2):  # \boxed{\text{B}}: unwrap one nesting level per pass
+        text = _LATEX_WRAP.sub(r"\1", text)
+    text = _EMPHASIS.sub("", text)
+    text = _HEADING.sub("", text)
+    return text.strip(BLANKS)
+
+
+def norm(text: str) -> str:
+    """Case- and spacing-insensitive form for comparing a whole answer with an option."""
+    return " ".join(text.casefold().split()).strip(" .,;:!?\"'()[]{}")
