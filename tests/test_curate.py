@@ -82,8 +82,8 @@ def test_intermediates_figures_summary_and_layout_are_written(curated):
     selection = json.loads((work / "selection" / "counting__caption_foil.json").read_text())
     assert selection["lambda"] == 50 and selection["lambda_source"] == "paper" and selection["convention"] == "paper"
     assert selection["rho"] == pytest.approx(selection["pool"] / (2 * 51 * K))
-    binary = json.loads((work / "selection" / "spatial_relations__binary.json").read_text())
-    assert binary["lambda"] == 200  # VSR-style items sit in the paper's large caption/foil pool
+    binary = json.loads((work / "selection" / "spatial_relations__caption_foil.json").read_text())
+    assert binary["lambda"] == 200  # VSR-style binary items sit in the paper's large caption/foil pool
     summary = json.loads((work / "summary.json").read_text())
     assert len(summary["groups"]) == 13 and summary["options"]["k"] == K
     names = {p.name for p in outcome.figures}
@@ -142,3 +142,25 @@ def test_cli_curate_prints_the_group_table(pool, clip, tmp_path):
     assert "attribute_recognition__mcqa" in r.output and "ρ" in r.output
     sel = json.loads((tmp_path / "b" / "curation" / "selection" / "plurality__caption_foil.json").read_text())
     assert sel["lambda_source"] == "auto" and sel["rho"] == pytest.approx(1.0)
+
+
+def test_a_mixed_caption_foil_group_gives_each_query_demos_of_its_own_format(pool, clip, tmp_path):
+    """Binary statements share the caption/foil pool (Table 2) but never serve as caption/foil demos."""
+    from mmctx.data.disk import read_samples
+
+    samples = read_samples(pool / "pool.jsonl")
+    mixed = [s.model_copy(update={"task": "spatial_relations"}) if s.task == "coreference" else s for s in samples]
+    import shutil
+
+    root = tmp_path / "mixed"
+    shutil.copytree(pool / "images", root / "images")
+    write_samples(mixed, root / "pool.jsonl")
+    out = tmp_path / "out"
+    opts = CurateOptions(encoder=f"clip:{clip}", k=6, demos=DEMOS, duplicate_cosine=RANDOM_CLIP_DUP, figures=False,
+                         fewmmbench_layout=False)  # fmt: skip
+    curate(root, out, opts, progress=False)
+    bench = load_benchmark(out)
+    spatial = [q for q in bench.queries if q.task == "spatial_relations" and q.format != "mcqa"]
+    assert len(spatial) == 6
+    for q in spatial:
+        assert all(bench.demo(k).format == q.format for keys in q.demo_keys.values() for k in keys)

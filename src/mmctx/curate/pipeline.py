@@ -44,11 +44,17 @@ class CurationError(ValueError):
     """The pool cannot be curated as asked; raised before any long computation."""
 
 
+# The FewMMBench configs a format belongs to: VSR-style binary statements sit with caption/foil
+# pairs, as the paper's Table 2 counts them in one caption/foil pool per task.
+KIND = {"mcqa": "mcqa", "caption_foil": "caption_foil", "binary": "caption_foil", "open": "open"}
+
+
 def group_name(task: str, fmt: str) -> str:
-    return f"{task}__{fmt}"
+    return f"{task}__{KIND.get(fmt, fmt)}"
 
 
 def groups_of(samples: list[Sample]) -> dict[str, list[Sample]]:
+    """Samples by (task, FewMMBench kind): the unit Graph Cut selects from."""
     groups: dict[str, list[Sample]] = defaultdict(list)
     for s in samples:
         groups[group_name(s.task, s.format)].append(s)
@@ -125,10 +131,9 @@ def select_step(embeddings: dict[str, Embeddings], work: Path, k: int, lam: floa
     return selections
 
 
-def _paper_lambda(task: str, fmt: str) -> tuple[float, str]:
-    """The paper's λ for a group; binary verification sits in the paper's caption/foil pools (VSR)."""
+def _paper_lambda(task: str, kind: str) -> tuple[float, str]:
     try:
-        return paper_lambda(task, "caption_foil" if fmt == "binary" else fmt), "paper"
+        return paper_lambda(task, kind), "paper"
     except KeyError:
         return DEFAULT_LAMBDA, "default (group not in the paper)"
 
@@ -180,14 +185,19 @@ def retrieve_step(
         cand_ids = [sid for sid in emb.ids if sid not in chosen]
         q_rows = np.array([row[sid] for sid in sel["ids"]])
         c_rows = np.array([row[sid] for sid in cand_ids])
-        same = _same_images([by_id[sid] for sid in sel["ids"]], [by_id[sid] for sid in cand_ids], root)
+        queries, cands = [by_id[sid] for sid in sel["ids"]], [by_id[sid] for sid in cand_ids]
+        same = _same_images(queries, cands, root)
+        # A demo must show the answer form its query asks for: a binary query gets binary demos.
+        codes = {f: i for i, f in enumerate(KIND)}
+        other_format = np.array([codes[q.format] for q in queries])[:, None] != np.array([codes[c.format] for c in cands])
+        excluded = same | other_format
         try:
             if mode == "joint" or emb.image is None:
-                nb = similar_demos(emb.joint[q_rows], emb.joint[c_rows], demos, duplicate_cosine, same)
+                nb = similar_demos(emb.joint[q_rows], emb.joint[c_rows], demos, duplicate_cosine, excluded)
             else:
                 nb = rerank_demos(
                     emb.image[q_rows], emb.image[c_rows], emb.text[q_rows], emb.text[c_rows], demos,
-                    duplicate_cosine=duplicate_cosine, same_content=same,
+                    duplicate_cosine=duplicate_cosine, same_content=excluded,
                 )  # fmt: skip
         except TooFewCandidates as exc:
             ids = [sel["ids"][r] for r in exc.rows]
@@ -199,17 +209,18 @@ def retrieve_step(
         task = name.split("__")[0]
         joint_c = emb.joint[c_rows]
         leaks = near_duplicates(emb.joint[q_rows], joint_c, duplicate_cosine, same)
+        usable = ~(leaks | other_format)
         per_query = {}
         for qi, qid in enumerate(sel["ids"]):
             # Random demos come from the same candidates as similar ones: no query, no near-duplicate.
-            rnd = random_demos(qid, task, [c for c, leak in zip(cand_ids, leaks[qi]) if not leak], demos, seed)
+            rnd = random_demos(qid, task, [c for c, ok in zip(cand_ids, usable[qi]) if ok], demos, seed)
             rnd_rows = np.array([row[r] for r in rnd])
             per_query[qid] = {
                 "similar": [cand_ids[j] for j in nb.indices[qi]],
                 "similar_cosines": [float(x) for x in joint_c[nb.indices[qi]] @ emb.joint[q_rows[qi]]],
                 "random": rnd,
                 "random_cosines": [float(x) for x in emb.joint[rnd_rows] @ emb.joint[q_rows[qi]]],
-                "excluded_near_duplicates": int(nb.excluded[qi]),
+                "excluded_near_duplicates": int(leaks[qi].sum()),
             }
         record = {
             "group": name,
@@ -217,7 +228,7 @@ def retrieve_step(
             "demos": demos,
             "seed": seed,
             "duplicate_cosine": duplicate_cosine,
-            "excluded_near_duplicates": int(nb.excluded.sum()),
+            "excluded_near_duplicates": int(leaks.sum()),
             "queries": per_query,
         }
         _write_json(work / "retrieval" / f"{name}.json", record)
