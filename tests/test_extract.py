@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import random
+import re
 import string
 import time
 
 import pytest
 
 from mmctx.score.extract import EXTRACTOR_VERSION, RULES, Extraction, extract_choice
+from mmctx.score.extract.negation import rejected
+from mmctx.score.extract.prepare import lines
 
 COLORS = ["red", "blue", "green", "yellow"]
 SHADES = ["red", "dark red", "blue"]
@@ -217,6 +220,7 @@ CASES: list[tuple[str, list[str], list[str] | None, int | None, str]] = [
     ("Yes\r\n", YN, None, 0, "yes_no"),
     ("There is no dog in the picture.\r\nNo", YN, None, 1, "yes_no"),
     ("\x0bB", COLORS, None, None, "no_match"),
+    ("Caption²", CAPS, DIGITS, None, "no_match"),  # "²" is a digit to str.isdigit, not to int()
     # --- cut_turns: conversation turns the model made up after answering are not read
     ("Answer: B\nUser: What colour is the sky?\nAnswer: D", COLORS, None, 1, "answer_marker"),
     ("B\nUSER: and this one?\nASSISTANT: C", COLORS, None, 1, "bare_letter"),
@@ -249,6 +253,14 @@ def test_table_is_large_and_covers_every_deciding_rule() -> None:
     assert len(CASES) >= 60
     covered = {rule for *_, rule in CASES}
     assert set(RULES) | {"ambiguous"} <= covered
+
+
+def test_rule_order_is_the_documented_one() -> None:
+    # cut_turns is a preparation step, not a rule: it never decides.
+    assert RULES == (
+        "empty", "answer_marker", "hedged", "bare_letter", "label_with_text", "final_line_label",
+        "bracketed_label", "option_text", "yes_no", "ordinal", "no_match",
+    )  # fmt: skip
 
 
 def test_rule_chain_is_named_ordered_and_versioned() -> None:
@@ -325,6 +337,74 @@ def test_fuzz_seeded_without_hypothesis() -> None:
         ]
         options, labels = rng.choice(option_sets)
         _check_any("".join(parts), options, labels)
+
+
+# --- noise from an untrained model ------------------------------------------------------------
+# A demo run read 4 of 364 byte-noise generations as Yes/No (str.splitlines split on \x1c etc.).
+# Pure noise must stay unparsed in the overwhelming majority; what little is read must come from
+# a rule that reads one short token (a lone label, an option's word, a leading "No").
+
+_NOISE_ALPHABET = string.printable + "\x1c\x1d\x1e\x0b\x0c"
+_BPE_FRAGMENTS = ["re", "d", "Ye", "s", "No", "ne", "es", "o", "N", "Y", " ", "\n", "."]
+_NOISE_SETS = {"yes/no": (YN, None), "colors": (COLORS, None), "captions": (CAPS, DIGITS)}
+_READS_ONE_TOKEN = {"bare_letter", "label_with_text", "final_line_label", "bracketed_label", "option_text"}
+
+
+def _noise_parses(
+    pieces: list[str], max_len: int, options: list[str], labels: list[str] | None
+) -> dict[str, list[str]]:
+    rng = random.Random(364)
+    parsed: dict[str, list[str]] = {}
+    for _ in range(5000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(1, max_len)))
+        got = extract_choice(text, options, labels)
+        if got.parsed:
+            parsed.setdefault(got.rule, []).append(text)
+    return parsed
+
+
+@pytest.mark.parametrize(("name", "observed"), [("yes/no", 6), ("colors", 16), ("captions", 2)])
+def test_printable_noise_is_almost_never_parsed(name: str, observed: int) -> None:
+    # 5,000 seeded strings of 1-40 characters; observed: the count at EXTRACTOR_VERSION "2"
+    # (yes/no: 6 lone labels like "b", "[a"; colors: 11 lone labels, 3 final-line labels, 1 "red", 1 "(b)").
+    parsed = _noise_parses(list(_NOISE_ALPHABET), 40, *_NOISE_SETS[name])
+    count = sum(len(texts) for texts in parsed.values())
+    assert count <= observed < 50, parsed  # < 1 %
+    assert set(parsed) <= _READS_ONE_TOKEN, parsed  # never yes_no, answer_marker, ordinal, ...
+
+
+def test_fragment_noise_is_read_only_from_plain_words() -> None:
+    # BPE-ish fragments ("Ye", "s", "No", "ne", ...) mixed with printable/control characters:
+    # a yes/no reading needs a real "Yes"/"No" word opening the text or closing a finished sentence.
+    pieces = list(_NOISE_ALPHABET) + _BPE_FRAGMENTS * 8
+    parsed = _noise_parses(pieces, 20, YN, None)
+    count = sum(len(texts) for texts in parsed.values())
+    assert count <= 56 < 100, parsed  # observed 56 (44 yes_no, all a leading "No"), < 2 %
+    assert set(parsed) <= _READS_ONE_TOKEN | {"yes_no"}, parsed
+    for text in parsed.get("yes_no", []):
+        opening = re.match(
+            r"[ \t\n\"'(\[#>:.,!?\-]*(?:yes|no)[\"')\]]*(?:$|[ \t\n]|[.,!?;:]+(?:$|[ \t\n]))", text, re.I
+        )
+        closing = re.search(r"[.!?:][ \t\n]+[\"'(]*(?:yes|no)[ \t.!\"')]*$", text, re.I)
+        assert opening or closing, repr(text)
+
+
+def test_lines_split_on_newlines_only() -> None:
+    assert lines("a\x1cb\x0bc\x0cd\x85e\u2028f\r\ng\nh") == ["a\x1cb\x0bc\x0cd\x85e\u2028f", "g", "h"]
+
+
+@pytest.mark.parametrize(
+    ("text", "mention", "is_rejected"),
+    [
+        ("not (A)", "(A)", True), ("isn't the first one", "first one", True), ("neither red", "red", True),
+        ("A is wrong", "A", True), ("(A) is incorrect; B", "(A)", True), ("B is not the answer", "B", True),
+        ("C can be ruled out", "C", True), ("A is not right", "A", True), ("D is false", "D", True),
+        ("A is correct", "A", False), ("No, A", "A", False), ("(B) False", "(B)", False), ("A is not red", "A", False),
+    ],
+)  # fmt: skip
+def test_one_rejection_mechanism(text: str, mention: str, is_rejected: bool) -> None:
+    start = text.index(mention)
+    assert rejected(text, start, start + len(mention)) is is_rejected
 
 
 try:  # the property tests need hypothesis; the seeded fuzz above runs regardless

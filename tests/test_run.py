@@ -33,8 +33,11 @@ def _comparable(results):
 
 
 def _stored_rows(run_dir: Path) -> int:
-    with sqlite3.connect(run_dir / STORE) as db:
-        return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+    try:
+        with sqlite3.connect(run_dir / STORE) as db:
+            return db.execute("SELECT COUNT(*) FROM responses").fetchone()[0]
+    except sqlite3.OperationalError:  # polled before the run created its table
+        return 0
 
 
 def test_run_scores_every_request_and_resumes_from_the_store(shapes_bench, tmp_path):
@@ -173,3 +176,24 @@ def test_a_request_that_raises_is_stored_as_an_error_and_the_run_goes_on(shapes_
     others = [r for r in out.results if r.query_id != target.id]
     assert others and all(r.outcome != "error" for r in others)
     assert _stored_rows(tmp_path / "run") == len(out.results)  # nothing lost
+
+
+def test_shards_merged_equal_a_single_process_run(shapes_bench, tmp_path):
+    from mmctx.run.runner import merge_runs
+
+    common = dict(limits=LIMITS, settings="0-shot,4-random", scorers="generate,ppl", limit=2, show_progress=False)
+    whole = evaluate(shapes_bench, "builtin:tiny-idefics3", tmp_path / "whole", **common)
+    parts = [evaluate(shapes_bench, "builtin:tiny-idefics3", tmp_path / f"s{i}", shard=f"{i}/3", **common) for i in range(3)]
+    sizes = [p.stats.planned for p in parts]
+    assert sum(sizes) == whole.stats.planned and all(sizes)  # a partition: every request in exactly one shard
+    assert not set.intersection(*({r.query_id for r in p.results} for p in parts))
+    n = merge_runs([tmp_path / f"s{i}" for i in (2, 0, 1)], tmp_path / "merged")
+    assert n == whole.stats.planned
+    merged, _ = rescore(tmp_path / "merged")
+    assert _comparable(merged) == _comparable(whole.results)
+    # A shard of another run is refused.
+    evaluate(shapes_bench, "builtin:tiny-idefics3", tmp_path / "other", shard="0/3", seed=5, **common)
+    with pytest.raises(RunError, match="different run"):
+        merge_runs([tmp_path / "s1", tmp_path / "other"], tmp_path / "bad")
+    with pytest.raises(RunError, match="distinct parts"):
+        merge_runs([tmp_path / "s1", tmp_path / "s1"], tmp_path / "bad2")

@@ -95,6 +95,7 @@ def run(
     revision: Optional[str] = typer.Option(None, help="Model revision (branch, tag or commit) to pin."),
     trust_remote_code: bool = typer.Option(False, help="Allow the model repository's own code to run."),
     retry_errors: bool = typer.Option(False, help="Ask again for requests stored as errors."),
+    shard: Optional[str] = typer.Option(None, help="i/n: run only shard i of n (queries split by a hash of their id)."),
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
     """Evaluate a model on a benchmark over a settings grid; resumable; scores and prints the tables."""
@@ -123,6 +124,7 @@ def run(
             revision=revision,
             trust_remote_code=trust_remote_code,
             retry_errors=retry_errors,
+            shard=shard,
             show_progress=progress,
         )
     except (BenchmarkError, RunError, ModelError, ValueError, FileNotFoundError) as exc:
@@ -138,6 +140,25 @@ def run(
 
 def _model_name(run_dir: Path) -> str:
     return json.loads((Path(run_dir) / "manifest.json").read_text())["model"]["name"]
+
+
+@app.command()
+def merge(
+    shards: list[Path] = typer.Argument(..., help="Run folders of the shards (mmctx run --shard i/n)."),
+    out: Path = typer.Option(..., help="Run folder for the merged run."),
+) -> None:
+    """Combine shard runs into one run (refuses shards of different runs) and score it."""
+    from mmctx.report.tables import markdown_tables
+    from mmctx.run.evaluate import rescore
+    from mmctx.run.runner import RunError, merge_runs
+
+    try:
+        n = merge_runs(shards, out)
+    except (RunError, OSError, KeyError) as exc:
+        _fail(str(exc))
+    _, cells = rescore(out)
+    console.print(f"merged {len(shards)} shards: {n} responses → {out}")
+    print(markdown_tables([(_model_name(out), cells)]))
 
 
 @app.command()
@@ -215,9 +236,11 @@ def curate(
         encoder=encoder, k=k, lam=_lam(lam), convention=convention, demos=demos, seed=seed, retrieval=retrieval,
         duplicate_cosine=duplicate_cosine, rationales=rationales, projection=projection, figures=figures,
     )  # fmt: skip
+    from mmctx.curate.embed import EncoderError
+
     try:
         outcome = run_curate(pool, out, opts)
-    except (CurationError, ValueError, FileNotFoundError) as exc:
+    except (CurationError, EncoderError, ValueError, FileNotFoundError) as exc:
         _fail(str(exc))
     _print_groups(outcome.groups)
     if outcome.rationales:
@@ -318,6 +341,86 @@ def rationales(
     counts = rationales_step(bench, source, benchmark / "curation", seed, attempts, **kw)
     save_benchmark(bench, benchmark)
     console.print(f"rationales: {counts}")
+
+
+build_app = typer.Typer(no_args_is_help=True, help="Build benchmarks from downloaded source datasets.")
+app.add_typer(build_app, name="build")
+
+
+@app.command("sources")
+def sources_cmd() -> None:
+    """The source datasets mmctx converts: license, where to get them, the folder layout it expects."""
+    from rich.table import Table
+
+    from mmctx.data.sources import sources
+
+    table = Table("name", "dataset", "license", "published at", "expected layout under SOURCES/<name>/", "subsets → task/format")
+    for name, (info, _) in sources().items():
+        subsets = "\n".join(f"{s} → {t}/{f}" for s, (t, f) in info.subsets.items())
+        table.add_row(name, info.title, info.license, info.published, info.layout, subsets)
+    Console(width=max(200, console.width)).print(table)
+
+
+@build_app.command("fewmmbench")
+def build_fewmmbench(
+    sources_dir: Path = typer.Option(..., "--sources", help="Folder with one sub-folder per downloaded dataset."),
+    out: Path = typer.Option(..., help="Benchmark folder to write."),
+    encoder: str = typer.Option(..., help=_ENCODER_HELP),
+    recipe: Optional[Path] = typer.Option(None, help="Recipe YAML (default: the shipped FewMMBench one)."),
+    k: int = typer.Option(250, help="Queries per task and kind."),
+    demos: int = typer.Option(8),
+    seed: int = typer.Option(0),
+    rationales: Optional[str] = typer.Option(None, help="Model spec for CoT rationales (none without it)."),
+    duplicate_cosine: float = typer.Option(0.98, help="Candidates closer than this to a query are not its demos."),
+    figures: bool = typer.Option(True),
+) -> None:
+    """Convert the sources, pool them by the recipe (the paper's Table 2) and curate each task."""
+    from rich.table import Table
+
+    from mmctx.curate.pipeline import CurateOptions, CurationError, curate_samples
+    from mmctx.data.sources.build import (
+        composition,
+        convert_sources,
+        drop_small_groups,
+        load_recipe,
+        pool_from_recipe,
+        write_build_report,
+    )
+
+    try:
+        plan = load_recipe(recipe)
+    except (ValueError, OSError) as exc:
+        _fail(str(exc))
+    conversions, reports = convert_sources(sources_dir, plan.sources)
+    for r in reports:
+        if not r.present:
+            console.print(f"[yellow]missing[/yellow] {r.name}: no folder {sources_dir / r.name}; skipped")
+        else:
+            console.print(f"{r.name}: {r.samples} samples, skipped by rule {r.skipped or '{}'}, {len(r.errors)} errors")
+            for e in r.errors[:5]:
+                console.print(f"  [red]error[/red] {escape(e)}", soft_wrap=True)
+    pool, small = drop_small_groups(pool_from_recipe(plan, conversions), k, demos)
+    for name, size in small.items():
+        console.print(f"[yellow]skipped group[/yellow] {name}: {size} samples, fewer than k + demos = {k + demos}")
+    if not pool:
+        _fail("no samples left to curate: the recipe's sources are missing or too small")
+    opts = CurateOptions(
+        encoder=encoder, k=k, demos=demos, seed=seed, rationales=rationales, figures=figures,
+        duplicate_cosine=duplicate_cosine,
+    )  # fmt: skip
+    from mmctx.curate.embed import EncoderError
+
+    try:
+        outcome = curate_samples(pool, sources_dir, out, opts)
+    except (CurationError, EncoderError, ValueError) as exc:
+        _fail(str(exc))
+    rows = composition(outcome.benchmark.queries, outcome.benchmark.demos, pool)
+    write_build_report(out, reports, rows)
+    table = Table("task", "kind", "source", "pool", "queries", "demos")
+    for row in rows:
+        table.add_row(*(str(row[c]) for c in ("task", "kind", "source", "pool", "queries", "demos")))
+    Console(width=max(120, console.width)).print(table)
+    console.print(f"benchmark → {out}")
 
 
 @app.command("tiny-model")

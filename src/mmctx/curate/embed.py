@@ -469,9 +469,11 @@ def _image_bytes(root: Path, rel: str) -> tuple[Path | None, bytes | str]:
     """(path, bytes) of a readable image, or (None, what is wrong with it)."""
     if Path(rel).is_absolute():
         return None, f"image path {rel!r} is absolute; paths are relative to the root"
-    path = (root / rel).resolve()
-    if not path.is_relative_to(root.resolve()):
+    # Lexical check: a pool is the user's own folder, where image folders are often symlinks
+    # (COCO, Visual Genome); what a record may not do is climb out with "..".
+    if ".." in Path(rel).parts:
         return None, f"image path {rel!r} escapes the root"
+    path = root / rel
     if not path.is_file():
         return None, f"missing image file {rel!r}"
     data = path.read_bytes()

@@ -380,9 +380,16 @@ class CurateOutcome:
 
 
 def curate(pool: Path, out: Path, opts: CurateOptions, progress: bool = True) -> CurateOutcome:
-    from mmctx.data.disk import load_pool, save_benchmark
+    """Curate a pool folder (or a benchmark folder's samples) into a benchmark at ``out``."""
+    from mmctx.data.disk import load_pool
 
     samples, root = load_pool(pool)
+    return curate_samples(samples, root, out, opts, progress)
+
+
+def curate_samples(samples: list[Sample], root: Path, out: Path, opts: CurateOptions, progress: bool = True) -> CurateOutcome:
+    from mmctx.data.disk import save_benchmark
+
     check_pool(samples, opts.k, opts.demos)
     work = Path(out) / "curation"
     embeddings = embed_step(samples, root, work, opts.encoder, progress)

@@ -15,7 +15,7 @@ from mmctx.data.disk import load_benchmark
 from mmctx.models import load_backend
 from mmctx.models.base import Backend
 from mmctx.prompts.presets import get_preset
-from mmctx.run.plan import GenerationLimits, plan_requests
+from mmctx.run.plan import GenerationLimits, Shard, plan_requests, take_shard
 from mmctx.run.runner import RunConfig, RunStats, check_capabilities, execute, manifest_for, open_run
 from mmctx.run.settings import parse_scorers, parse_settings
 from mmctx.score.results import CellMetrics, SampleResult, score_run, summarize, write_scores
@@ -47,6 +47,7 @@ def evaluate(
     revision: str | None = None,
     trust_remote_code: bool = False,
     retry_errors: bool = False,
+    shard: str | None = None,
     show_progress: bool = True,
     backend_factory: Callable[..., Backend] = load_backend,
 ) -> RunOutcome:
@@ -64,10 +65,12 @@ def evaluate(
         limit=limit,
         tasks=tasks,
         batch_size=batch_size,
+        shard=shard,
     )
     plan = plan_requests(
         bench, parse_settings(settings), config.scorers, get_preset(preset), seed, limits, limit=limit, tasks=tasks
     )
+    plan = take_shard(plan, Shard.parse(shard) if shard else None)
     backend = backend_factory(
         model, device=device, dtype=dtype, batch_size=batch_size, revision=revision, trust_remote_code=trust_remote_code
     )

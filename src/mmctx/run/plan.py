@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mmctx.models.base import ModelInfo
 from mmctx.prompts.build import BuiltPrompt, PromptError, build_prompt
@@ -42,6 +42,7 @@ class PlannedRequest:
     scorer: str
     prompt: BuiltPrompt
     max_new_tokens: int | None  # None for ppl
+    position: int = 0  # place in the whole (unsharded) plan: merged shards keep plan order
 
     @property
     def fingerprint(self) -> str:
@@ -66,6 +67,7 @@ class PlannedRequest:
         o = self.prompt.options
         return {
             "id": self.id,
+            "position": self.position,
             "key": self.key(model),
             "query_id": self.query_id,
             "task": self.task,
@@ -130,7 +132,36 @@ def plan_requests(
                 )
     if problems:
         raise BenchmarkError(problems)
-    return requests
+    return [replace(r, position=i) for i, r in enumerate(requests)]
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` of ``count``: the queries whose id hashes to it (stable across machines and orders)."""
+
+    index: int
+    count: int
+
+    @classmethod
+    def parse(cls, spec: str) -> "Shard":
+        try:
+            i, n = (int(x) for x in spec.split("/"))
+        except ValueError:
+            raise ValueError(f"--shard must look like i/n (e.g. 0/4), got {spec!r}") from None
+        if not 0 <= i < n:
+            raise ValueError(f"--shard {spec}: need 0 <= i < n")
+        return cls(i, n)
+
+    def holds(self, query_id: str) -> bool:
+        digest = hashlib.sha256(query_id.encode()).digest()
+        return int.from_bytes(digest[:8], "big") % self.count == self.index
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def take_shard(plan: list[PlannedRequest], shard: Shard | None) -> list[PlannedRequest]:
+    return plan if shard is None else [r for r in plan if shard.holds(r.query_id)]
 
 
 def _first_per_task(queries, limit: int):

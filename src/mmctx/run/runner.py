@@ -57,6 +57,7 @@ class RunConfig:
     limit: int | None = None
     tasks: list[str] | None = None
     batch_size: int = 8
+    shard: str | None = None  # "i/n": this run holds one shard of the plan
 
 
 @dataclass
@@ -239,3 +240,40 @@ def _progress(show: bool) -> Progress:
         TimeRemainingColumn(),
         disable=not show,
     )
+
+
+def merge_runs(shards: list[Path], out: Path) -> int:
+    """Combine shard run folders into one run at ``out``; returns the number of responses.
+
+    Shards must be the same run (model, settings, benchmark…) apart from their shard, and
+    distinct shards of one split. The merged requests keep the whole plan's order, so scoring
+    the merge gives exactly what a single process would have.
+    """
+    manifests = [json.loads((Path(s) / MANIFEST).read_text()) for s in shards]
+    unsharded = [_comparable(_without_shard(m)) for m in manifests]
+    for path, m in zip(shards[1:], unsharded[1:]):
+        if m != unsharded[0]:
+            raise RunError(f"{path} is a different run from {shards[0]} (model or settings differ); not merging")
+    specs = [m["config"].get("shard") for m in manifests]
+    if None in specs or len(set(specs)) != len(specs) or len({s.split("/")[1] for s in specs}) != 1:
+        raise RunError(f"shards must be distinct parts of one split, got {specs}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    merged = {**_without_shard(manifests[0]), "merged_from": [str(s) for s in shards], "shards": specs}
+    _write_atomic(out / MANIFEST, json.dumps(merged, indent=2) + "\n")
+    records: dict[str, str] = {}
+    for shard in shards:
+        for line in (Path(shard) / REQUESTS).read_text().splitlines():
+            if line.strip():
+                records.setdefault(json.loads(line)["id"], line)
+    ordered = sorted(records.values(), key=lambda line: json.loads(line)["position"])
+    _write_atomic(out / REQUESTS, "\n".join(ordered) + "\n")
+    with ResponseStore(out / STORE) as store:
+        for shard in shards:
+            with ResponseStore(Path(shard) / STORE) as other:
+                store.copy_from(other)
+        return len(store)
+
+
+def _without_shard(manifest: dict) -> dict:
+    return {**manifest, "config": {**manifest["config"], "shard": None}}

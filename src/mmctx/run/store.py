@@ -64,6 +64,14 @@ class ResponseStore:
             out[key] = {**json.loads(payload), "error": error}
         return out
 
+    def copy_from(self, other: "ResponseStore") -> int:
+        """Every row of ``other`` not already here, as stored (a merge of shards); returns rows added."""
+        before = len(self)
+        rows = other._db.execute("SELECT key, request_id, kind, payload, error, created FROM responses").fetchall()
+        with self._db:
+            self._db.executemany("INSERT OR IGNORE INTO responses VALUES (?, ?, ?, ?, ?, ?)", rows)
+        return len(self) - before
+
     def delete_errors(self) -> int:
         """Forget responses stored as errors, so a resumed run asks for them again."""
         with self._db:

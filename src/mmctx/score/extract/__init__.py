@@ -9,16 +9,17 @@ answer stays unparsed, and the caller counts it as wrong and reports the
 unparsed rate (random fallbacks, as in several public harnesses, move
 scores by points and hide parser bugs).
 
-Preparation (not rules; they decide nothing):
+Preparation, in this order (steps, not rules: they decide nothing):
 
+``mark_noise``       control characters other than tab/newline become U+FFFD (noise,
+                     never a blank or a line break); lines are split on ``\\n`` only.
 ``cut_turns``        cut at the first turn the model made up itself (a line ``User:``,
                      ``Assistant:``, ``Human:``, ``GPT:``, ``System:``, ``Question:``,
                      ``Q:``, or ``<|im_start|>``, ``<|user|>``, ``</s>``,
-                     ``<end_of_utterance>``, ``<|im_end|>``...) -- :mod:`.turns`.
-before it             control characters other than tab/newline become U+FFFD (noise, never
-                     a blank or a line break); lines are split on ``\\n`` only.
-after it             ``<think>`` traces and special tokens are stripped, markdown and LaTeX
-                     wrappers unwrapped -- :mod:`.prepare`.
+                     ``<end_of_utterance>``, ``<|im_end|>``...) -- :mod:`.turns`; a
+                     response opening with someone else's turn comes out ``empty``.
+``strip_reasoning``  ``<think>`` traces and special tokens go; then markdown and LaTeX
+                     wrappers are unwrapped -- :mod:`.prepare`.
 
 Rule chain (``RULES``, in order):
 

@@ -67,12 +67,13 @@ class Ctx:
 
     @cached_property
     def lead_re(self) -> re.Pattern[str]:
-        # "B. red", "(B) red", "B) red", "B: red", "B - red", "B, because"; "B.5" is not a label,
-        # and a blank must follow the delimiter.
+        # "B. red", "(B) red", "B) red", "B: red", "B - red", "B, because", "(B)\u2014red";
+        # "B.5" is not a label, and a blank or a dash must follow the delimiter.
         return re.compile(
             rf"(?:(?:option|choice)\s+)?"
-            rf"(?:[(\[]\s*(?P<l1>{self.alt})\s*[)\]]|(?P<l2>{self.alt})(?P<delim>\.(?=\s)|\s*[:)\],;]|\s+[-\u2013\u2014](?=\s)))"
-            rf"(?=[.:,;)\]]*(?:\s|$))"  # "B,}_1g7l" is noise, not "B, ..."
+            rf"(?:[(\[]\s*(?P<l1>{self.alt})\s*[)\]]"
+            rf"|(?P<l2>{self.alt})(?P<delim>\.(?=\s)|\s*[:)\],;]|\s+[-\u2013\u2014](?=\s)))"
+            rf"(?=[.:,;)\]]*(?:\s|$|[-\u2013\u2014]))"  # "B,}_1g7l" is noise, not "B, ..."
             rf"[\s.:,)\-\u2013\u2014]*(?P<rest>.*)",
             re.I | re.S,
         )

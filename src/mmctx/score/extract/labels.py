@@ -6,7 +6,6 @@ import re
 
 from .context import Ctx
 from .negation import rejected, rejected_after
-from .prepare import BLANKS
 from .vocabulary import WORDLIKE_LABELS
 
 _LIST_JOINER = re.compile(r"^[\s,;&+]*(?:and\s+)?")
@@ -22,7 +21,7 @@ def bare_label(s: str, ctx: Ctx, *, exact_case: bool = False) -> int | None:
     ``exact_case``: the label must be written as displayed ("B", not "b") -- for a label
     standing on a line among other text, where a lone lowercase letter is as likely noise.
     """
-    m = ctx.bare_re.fullmatch(s.strip(BLANKS))
+    m = ctx.bare_re.fullmatch(s.strip())
     if m is None or (exact_case and m.group("label") not in ctx.labels):
         return None
     return label_of(ctx, m.group("label"))

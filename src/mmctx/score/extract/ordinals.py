@@ -33,7 +33,7 @@ def ordinal_refs(s: str, ctx: Ctx) -> Resolution:
             continue  # "in the image a dog sleeps"
         if ref.casefold() in ctx.label_index:
             add(ctx.label_index[ref.casefold()], m)
-        elif ref.isdigit():
+        elif ref.isdecimal():
             add(int(ref) - 1, m)  # "caption 1" is 1-based when labels are not digits
         elif ref.isascii() and ref.isalpha():
             add(ord(ref.casefold()) - ord("a"), m)  # "caption B" with digit labels

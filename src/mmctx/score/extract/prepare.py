@@ -1,18 +1,19 @@
 """Text preparation: control characters, reasoning traces, special tokens, markdown.
 
-Only ``\\n`` (after folding ``\\r\\n``) separates lines, and only space, tab and
-newline count as blanks. ``str.splitlines``, ``str.strip`` and regex ``\\s`` also
-treat ``\\x0b``, ``\\x0c``, ``\\x1c``-``\\x1f``, ``\\x85`` and ``\\u2028`` as line breaks
-or blanks, which let byte noise from an untrained model look like a short line
-holding a lone "No". So every other control character (and a lone ``\\r``) is
-replaced by U+FFFD first: visible noise that separates words but is never a blank.
+``str.splitlines``, ``str.strip`` and regex ``\\s`` treat ``\\x0b``, ``\\x0c``,
+``\\x1c``-``\\x1f``, ``\\x85``, ``\\u2028`` and ``\\u2029`` as line breaks or blanks,
+which let byte noise from an untrained model look like a short line holding a
+lone "No". So :func:`mark_noise` first folds ``\\r\\n`` to ``\\n`` and replaces every
+other control character (a lone ``\\r`` included) and the Unicode line/paragraph
+separators by U+FFFD: visible noise that separates words but is never a blank.
+After it the only blanks are space, tab, newline and the Unicode spaces, and
+:func:`lines` splits on ``\\n`` alone.
 """
 
 from __future__ import annotations
 
 import re
 
-BLANKS = " \t\n"
 NOISE_MARK = "\ufffd"
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -52,7 +53,7 @@ def strip_reasoning(text: str) -> str:
     opened = THINK_OPEN.search(text)
     if opened:
         text = text[: opened.start()]
-    return text.translate(_QUOTES).strip(BLANKS)
+    return text.translate(_QUOTES).strip()
 
 
 def clean(text: str) -> str:
@@ -61,7 +62,7 @@ def clean(text: str) -> str:
         text = _LATEX_WRAP.sub(r"\1", text)
     text = _EMPHASIS.sub("", text)
     text = _HEADING.sub("", text)
-    return text.strip(BLANKS)
+    return text.strip()
 
 
 def norm(text: str) -> str:

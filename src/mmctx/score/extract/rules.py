@@ -12,7 +12,7 @@ from .markers import rule_answer_marker
 from .negation import rejected
 from .options import exact_option, option_hits
 from .ordinals import ordinal_refs
-from .prepare import BLANKS, lines
+from .prepare import lines
 from .resolve import check_label_text
 from .tokens import char_span, hit_text
 from .verdicts import closing_verdict, leading_verdict, verdict
@@ -32,7 +32,7 @@ _CONNECTIVE = re.compile(
 
 
 def _nonblank_lines(text: str) -> list[str]:
-    return [line.strip(BLANKS) for line in lines(text) if line.strip(BLANKS)]
+    return [line.strip() for line in lines(text) if line.strip()]
 
 
 def rule_empty(ctx: Ctx) -> Decision | None:
@@ -67,7 +67,7 @@ def rule_label_with_text(ctx: Ctx) -> Decision | None:
 def rule_final_line_label(ctx: Ctx) -> Decision | None:
     """Reasoning, then a last line, sentence or clause that is a bare label ("... Therefore, B.")."""
     all_lines = _nonblank_lines(ctx.text)
-    last_pieces = [p for p in _SENTENCE_SPLIT.split(all_lines[-1]) if p.strip(BLANKS)]
+    last_pieces = [p for p in _SENTENCE_SPLIT.split(all_lines[-1]) if p.strip()]
     if not last_pieces or len(all_lines) + len(last_pieces) < 3:
         return None  # a one-piece response is bare_letter's call
     conclusion = _CONNECTIVE.sub("", last_pieces[-1].strip())
@@ -123,7 +123,7 @@ def rule_yes_no(ctx: Ctx) -> Decision | None:
         # "... so there is a dog.\nYes." -- a one-word verdict closing a finished sentence
         pieces = _nonblank_lines(ctx.text)
         pieces[-1:] = _SENTENCE_SPLIT.split(pieces[-1])
-        if len(pieces) < 2 or not pieces[-2].rstrip(BLANKS).endswith((".", "!", "?", ":")):
+        if len(pieces) < 2 or not pieces[-2].rstrip().endswith((".", "!", "?", ":")):
             return None
         first, end = closing_verdict(pieces[-1]), len(ctx.text)
     if first is None:

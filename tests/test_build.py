@@ -1,0 +1,118 @@
+"""`mmctx sources` and `mmctx build fewmmbench` over fixtures of all ten source datasets."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from mmctx.cli import app
+from mmctx.data.sources.build import load_recipe
+
+
+@pytest.fixture(scope="module")
+def sources_root(tmp_path_factory):
+    from fixtures import sources_real as real
+    from fixtures import sources_synth_a as a
+    from fixtures import sources_synth_b as b
+
+    if not real.SAMPLES.is_dir():
+        pytest.skip("the shared source-format samples are not beside the repository")
+    root = tmp_path_factory.mktemp("sources")
+    for place in (real.place_valse, real.place_vsr, real.place_mme, real.place_gvtbench):
+        place(root)
+    for write in (a.write_aro, a.write_whatsup, a.write_cvbench, b.write_seedbench, b.write_mmbench, b.write_milebench):
+        write(root)
+    _make_images_distinct(root)
+    return root
+
+
+def _make_images_distinct(root):
+    """Fixture writers reuse one placeholder picture; real datasets do not, and identical image
+    bytes are (rightly) treated as the same image, which no demo may share with its query."""
+    import hashlib
+
+    from PIL import Image
+
+    for path in sorted(root.rglob("*")):
+        if path.suffix.lower() in (".jpg", ".jpeg", ".png") and path.is_file() and not path.is_symlink():
+            with Image.open(path) as im:
+                im = im.convert("RGB")
+            shade = hashlib.sha256(str(path.relative_to(root)).encode()).digest()
+            im.putpixel((0, 0), tuple(shade[:3]))
+            im.save(path, format="PNG" if path.suffix.lower() == ".png" else "JPEG", quality=100)
+
+
+@pytest.fixture(scope="module")
+def clip(tmp_path_factory):
+    from mmctx.models.tiny import build_tiny_clip
+
+    return build_tiny_clip(tmp_path_factory.mktemp("clip") / "clip")
+
+
+def test_the_shipped_recipe_names_only_known_subsets_and_every_task():
+    recipe = load_recipe()
+    assert {g.task for g in recipe.groups} == {
+        "attribute_recognition", "object_recognition", "plurality", "counting", "spatial_relations",
+        "action_recognition", "commonsense", "temporal", "coreference",
+    }  # fmt: skip
+    assert len(recipe.sources) == 10
+
+
+def test_a_recipe_with_an_unknown_subset_is_refused_naming_it(tmp_path):
+    bad = tmp_path / "r.yaml"
+    bad.write_text("groups:\n  - task: counting\n    kind: mcqa\n    inputs: [valse/counting-easy, nope/x]\n")
+    with pytest.raises(ValueError) as err:
+        load_recipe(bad)
+    assert "valse/counting-easy" in str(err.value) and "unknown source 'nope'" in str(err.value)
+
+
+def test_sources_lists_licenses_and_layouts():
+    r = CliRunner().invoke(app, ["sources"])
+    assert r.exit_code == 0, r.output
+    for text in ("VALSE", "MIT", "Apache-2.0", "MileBench", "MME"):
+        assert text in r.output
+
+
+def test_build_converts_pools_by_recipe_and_curates(sources_root, clip, tmp_path):
+    out = tmp_path / "bench"
+    r = CliRunner().invoke(
+        app,
+        ["build", "fewmmbench", "--sources", str(sources_root), "--out", str(out), "--encoder", f"clip:{clip}",
+         "--k", "1", "--demos", "1", "--no-figures", "--duplicate-cosine", "0.99999"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "skipped group counting__mcqa: 1 samples, fewer than k + demos = 2" in r.output
+    report = json.loads((out / "curation" / "build.json").read_text())
+    present = {s["name"]: s for s in report["sources"]}
+    assert set(present) == set(load_recipe().sources) and all(s["present"] for s in present.values())
+    assert present["valse"]["skipped"].get("mturk.caption < 2", 0) > 0  # VALSE's own validity rule
+    rows = report["composition"]
+    tasks = {row["task"] for row in rows if row["queries"]}
+    assert len(tasks) == 9  # counting still comes from its caption/foil pool
+    # Per task and kind, exactly k queries were selected, drawn from the listed sources.
+    by_group = {}
+    for row in rows:
+        by_group.setdefault((row["task"], row["kind"]), 0)
+        by_group[(row["task"], row["kind"])] += row["queries"]
+    assert set(by_group.values()) == {1}
+    assert "VSR" in {row["source"] for row in rows if row["task"] == "spatial_relations" and row["kind"] == "caption_foil"}
+    r = CliRunner().invoke(app, ["validate", str(out)])
+    assert r.exit_code == 0, r.output
+
+
+def test_missing_sources_are_reported_and_skipped(sources_root, clip, tmp_path):
+    import shutil
+
+    partial = tmp_path / "partial"
+    shutil.copytree(sources_root, partial, symlinks=True)
+    shutil.rmtree(partial / "mmbench")
+    shutil.rmtree(partial / "cvbench")
+    r = CliRunner().invoke(
+        app,
+        ["build", "fewmmbench", "--sources", str(partial), "--out", str(tmp_path / "b"), "--encoder", f"clip:{clip}",
+         "--k", "1", "--demos", "1", "--no-figures", "--duplicate-cosine", "0.99999"],
+    )  # fmt: skip
+    assert "missing mmbench" in r.output and "missing cvbench" in r.output
+    assert r.exit_code == 0, r.output
