@@ -55,13 +55,13 @@ def _corpus() -> list[str]:
     return sentences + letters + [w.capitalize() for w in words] + ["(A) (B) (C) (D): ? , . ! \n"]
 
 
-def build_tokenizer(family: Family, vocab_size: int = 512):
-    """A byte-level BPE tokenizer with the family's special tokens, wrapped for transformers."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+def _train_bpe(special: list[str], vocab_size: int, lowercase: bool = False):
+    """A byte-level BPE trained on `_corpus()`; ``lowercase`` for CLIP-style text towers."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-    special = [_UNK, _PAD, _BOS, _EOS] + _SPECIAL[family]
     tok = Tokenizer(models.BPE(unk_token=_UNK))
+    if lowercase:
+        tok.normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.Lowercase()])
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
@@ -71,6 +71,14 @@ def build_tokenizer(family: Family, vocab_size: int = 512):
         show_progress=False,
     )
     tok.train_from_iterator(_corpus(), trainer=trainer)
+    return tok
+
+
+def build_tokenizer(family: Family, vocab_size: int = 512):
+    """A byte-level BPE tokenizer with the family's special tokens, wrapped for transformers."""
+    from transformers import PreTrainedTokenizerFast
+
+    tok = _train_bpe([_UNK, _PAD, _BOS, _EOS] + _SPECIAL[family], vocab_size)
     # Only the family's start-of-text token is prepended, as the released checkpoints do.
     extra = [t for t in _SPECIAL[family] if t not in ("<|im_start|>",)]
     return PreTrainedTokenizerFast(
@@ -214,21 +222,10 @@ def build_clip_tokenizer(vocab_size: int = 1024):
     CLIP pools the text tower at the first end-of-text token, so the template must add one
     to every sequence (truncation keeps it: special tokens are added after truncating).
     """
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import processors
     from transformers import PreTrainedTokenizerFast
 
-    special = [_UNK, _PAD, _BOS, _EOS]
-    tok = Tokenizer(models.BPE(unk_token=_UNK))
-    tok.normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.Lowercase()])
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=special,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(_corpus(), trainer=trainer)
+    tok = _train_bpe([_UNK, _PAD, _BOS, _EOS], vocab_size, lowercase=True)
     bos, eos = tok.token_to_id(_BOS), tok.token_to_id(_EOS)
     tok.post_processor = processors.TemplateProcessing(
         single=f"{_BOS} $A {_EOS}", pair=f"{_BOS} $A {_EOS} $B {_EOS}", special_tokens=[(_BOS, bos), (_EOS, eos)]
