@@ -94,6 +94,8 @@ def run(
     dtype: str = typer.Option("auto", help="auto (bf16/fp16 on GPU, fp32 on CPU), float32, bfloat16, float16."),
     revision: Optional[str] = typer.Option(None, help="Model revision (branch, tag or commit) to pin."),
     trust_remote_code: bool = typer.Option(False, help="Allow the model repository's own code to run."),
+    adapter: Optional[str] = typer.Option(None, help="Model family adapter (default: picked by model id; see mmctx models)."),
+    quantization: Optional[str] = typer.Option(None, help="8bit or 4bit (bitsandbytes, CUDA), where the family allows."),
     retry_errors: bool = typer.Option(False, help="Ask again for requests stored as errors."),
     shard: Optional[str] = typer.Option(None, help="i/n: run only shard i of n (queries split by a hash of their id)."),
     progress: bool = typer.Option(True, help="Show a progress bar."),
@@ -123,6 +125,8 @@ def run(
             dtype=dtype,
             revision=revision,
             trust_remote_code=trust_remote_code,
+            adapter=adapter,
+            quantization=quantization,
             retry_errors=retry_errors,
             shard=shard,
             show_progress=progress,
@@ -421,6 +425,25 @@ def build_fewmmbench(
         table.add_row(*(str(row[c]) for c in ("task", "kind", "source", "pool", "queries", "demos")))
     Console(width=max(120, console.width)).print(table)
     console.print(f"benchmark → {out}")
+
+
+@app.command("models")
+def models_cmd() -> None:
+    """The model family adapters of the HF backend, the ids they match and what they support."""
+    from rich.table import Table
+
+    from mmctx.models.adapters import all_adapters
+
+    table = Table("adapter", "matches", "loads with", "remote code", "max images", "dtypes", "quantization", "notes")
+    for a in all_adapters():
+        matches = "\n".join(list(a.aliases) + [f"model_type={t}" for t in a.model_types]) or "anything else"
+        table.add_row(
+            a.family, matches, a.auto_class, "yes" if a.needs_remote_code else "no", str(a.max_images or "—"),
+            ", ".join(a.dtypes), ", ".join(a.quantization) or "—", a.notes,
+        )  # fmt: skip
+    table.add_row("builtin", "builtin:tiny-idefics3, builtin:tiny-llava", "(built offline)", "no", "—", "auto", "—",
+                  "untrained, chance level")  # fmt: skip
+    Console(width=max(200, console.width)).print(table)
 
 
 @app.command("tiny-model")

@@ -29,16 +29,14 @@ from mmctx.models.base import (
     OptionScores,
     ScoreRequest,
 )
+from mmctx.models.adapters import Adapter, adapter_for
 from mmctx.models.revision import folder_digest
+from mmctx.models.spans import ModelError, answer_turn, common_prefix, continuations, option_spans, option_tokens, text_ids
 from mmctx.prompts.messages import ImagePart, Prompt, TextPart
 
 
 # Part of every cache key: bump when how option spans or scores are computed changes.
 SCORING_VERSION = "2"
-
-
-class ModelError(RuntimeError):
-    """The model cannot run this job (missing chat template, not loadable, …)."""
 
 
 def _pick_device(device: str) -> str:
@@ -58,6 +56,21 @@ def _pick_dtype(dtype: str, device: str) -> torch.dtype:
         raise ValueError(f"unknown dtype {dtype!r}; choose auto, float32, bfloat16 or float16") from None
 
 
+def _quantization_kwargs(quantization: str | None, adapter: Adapter) -> dict:
+    """bitsandbytes 8-bit / 4-bit loading, where the family supports it and the package is there."""
+    if quantization is None:
+        return {}
+    if quantization not in adapter.quantization:
+        raise ModelError(f"{adapter.family} models cannot be loaded in {quantization!r}; supported: {adapter.quantization}")
+    try:
+        import bitsandbytes  # noqa: F401
+        from transformers import BitsAndBytesConfig
+    except ImportError as exc:
+        raise ModelError("quantized loading needs bitsandbytes: pip install 'mmctx[quant]'") from exc
+    config = BitsAndBytesConfig(load_in_8bit=True) if quantization == "8bit" else BitsAndBytesConfig(load_in_4bit=True)
+    return {"quantization_config": config, "device_map": "auto"}
+
+
 class HFBackend:
     """Generation and option log-likelihoods with a transformers model."""
 
@@ -71,27 +84,42 @@ class HFBackend:
         batch_size: int = 8,
         trust_remote_code: bool = False,
         attn_implementation: str | None = None,
+        adapter: str | None = None,
+        quantization: str | None = None,
     ):
-        from transformers import AutoModelForImageTextToText, AutoProcessor
+        import transformers
 
         self.device = _pick_device(device)
         self.dtype = _pick_dtype(dtype, self.device)
         self.batch_size = batch_size
         kwargs = {"revision": revision, "trust_remote_code": trust_remote_code}
+        self.adapter = self._adapter(model, adapter, kwargs)
+        if self.adapter.needs_remote_code and not trust_remote_code:
+            raise ModelError(f"model {model!r} ({self.adapter.family}) runs its own code: pass --trust-remote-code")
         try:
-            self.processor = AutoProcessor.from_pretrained(model, **kwargs)
-            self.model = AutoModelForImageTextToText.from_pretrained(
-                model, dtype=self.dtype, attn_implementation=attn_implementation, **kwargs
+            self.processor = transformers.AutoProcessor.from_pretrained(model, **self.adapter.processor_kwargs, **kwargs)
+            auto_class = getattr(transformers, self.adapter.auto_class)
+            self.model = auto_class.from_pretrained(
+                model,
+                dtype=self.dtype,
+                attn_implementation=attn_implementation,
+                **_quantization_kwargs(quantization, self.adapter),
+                **kwargs,
             )
+        except ModelError:
+            raise
         except Exception as exc:
             raise ModelError(f"model {model!r} could not be loaded: {exc}") from exc
-        self.model.to(self.device).eval()
+        if quantization is None:  # quantized weights are placed by their loader
+            self.model.to(self.device)
+        self.model.eval()
         text_config = self.model.config.get_text_config()
         self._attn_impl = getattr(text_config, "_attn_implementation", None) or "eager"
         # Packed option scoring needs a custom 4D mask, which flash attention cannot take.
         self._packing: bool | None = None if self._attn_impl in ("sdpa", "eager") else False
         self.tokenizer = getattr(self.processor, "tokenizer", self.processor)
-        if getattr(self.processor, "chat_template", None) is None:
+        renders_itself = type(self.adapter).render is not Adapter.render
+        if getattr(self.processor, "chat_template", None) is None and not renders_itself:
             raise ModelError(f"model {model!r} has no chat template; mmctx renders prompts through it")
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
@@ -107,10 +135,12 @@ class HFBackend:
                 "dtype": str(self.dtype).removeprefix("torch."),
                 "device": self.device.split(":")[0],
                 "scoring": SCORING_VERSION,
+                "adapter": self.adapter.family,
+                **({"quantization": quantization} if quantization else {}),
             },
         )
         self.capabilities = Capabilities(
-            max_images=None,
+            max_images=self.adapter.max_images,
             interleaved=True,
             loglikelihood=True,
             chat_template=True,
@@ -134,14 +164,22 @@ class HFBackend:
             hf.append({"role": m.role, "content": content})
         return hf, images
 
+    @staticmethod
+    def _adapter(model: str, name: str | None, kwargs: dict) -> Adapter:
+        from transformers import AutoConfig
+
+        try:
+            model_type = AutoConfig.from_pretrained(model, **kwargs).model_type
+        except Exception:  # remote-code configs need trust first; the id still selects the family
+            model_type = None
+        return adapter_for(str(model), model_type, name)
+
     def _template(self, hf_messages: list[dict], generation_prompt: bool) -> str:
-        return self.processor.apply_chat_template(hf_messages, add_generation_prompt=generation_prompt, tokenize=False)
+        return self.adapter.render(self.processor, hf_messages, generation_prompt)
 
     def _process(self, texts: list[str], images: list[list[Image.Image]]) -> dict:
-        kwargs = {"text": texts, "return_tensors": "pt", "padding": True}
-        if any(images):
-            kwargs["images"] = images
-        return {k: v.to(self.device) for k, v in self.processor(**kwargs).items()}
+        inputs = self.adapter.inputs(self.processor, texts, images)
+        return {k: v.to(self.device) if hasattr(v, "to") else v for k, v in inputs.items()}
 
     def _overflow(self, n_tokens: int, extra: int) -> str | None:
         window = self.capabilities.context_window
@@ -195,58 +233,24 @@ class HFBackend:
     # ---- score -----------------------------------------------------------------------
 
     def _continuations(self, hf: list[dict], prompt_text: str, options: tuple[str, ...]) -> list[tuple[str, str]]:
-        """Per option, ``(lead, text)``: what the template puts after the generation prompt before
-        the answer (context), and the option as rendered (the part that is scored)."""
-        out = []
-        for option in options:
-            full = self._template(hf + [{"role": "assistant", "content": [{"type": "text", "text": option}]}], False)
-            if not full.startswith(prompt_text):
-                raise ModelError(
-                    f"{self.info.name}: chat template's generation prompt is not a prefix of the answered conversation"
-                )
-            rest = full[len(prompt_text) :]
-            rendered = option if option in rest else option.strip()  # templates may trim the content
-            at = rest.find(rendered) if rendered else -1
-            if at < 0:
-                raise ModelError(f"{self.info.name}: option {option!r} not found after the generation prompt")
-            out.append((rest[:at], rendered))
-        return out
+        """Per option, ``(lead, text)``: see `mmctx.models.spans.continuations`."""
+        answered = [self._template(hf + [answer_turn(option)], False) for option in options]
+        return continuations(prompt_text, answered, options, model=self.info.name)
 
     def _text_ids(self, text: str) -> list[int]:
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return text_ids(self.tokenizer, text)
 
     def _option_tokens(self, context: str, option: str) -> tuple[list[int], int]:
-        """Tokens of ``context + option`` and how many at the end cover the option's characters.
-
-        A token that straddles the boundary (``" red"`` after ``"Assistant:"``) belongs to the
-        option, as in lm-eval; a template's lead that tokenises on its own stays context.
-        """
-        enc = self.tokenizer(context + option, add_special_tokens=False, return_offsets_mapping=True)
-        return enc["input_ids"], sum(1 for _, end in enc["offset_mapping"] if end > len(context))
+        """See `mmctx.models.spans.option_tokens`."""
+        return option_tokens(self.tokenizer, context, option)
 
     @staticmethod
     def _common(a: list[int], b: list[int]) -> int:
-        n = 0
-        while n < min(len(a), len(b)) and a[n] == b[n]:
-            n += 1
-        return n
+        return common_prefix(a, b)
 
     def _option_spans(self, prompt_text: str, conts: list[tuple[str, str]]) -> tuple[int, list[list[int]], list[int]]:
-        """Token bookkeeping in text space.
-
-        Returns ``(drop, suffixes, starts)``: the shared context is the processed prompt minus
-        its last ``drop`` tokens (tokens a boundary merge makes option-dependent); option i
-        continues it with ``suffixes[i]``, of which tokens from ``starts[i]`` on are the
-        option's own. Tokens before that are the template's lead: context, not scored.
-        """
-        prompt_ids = self._text_ids(prompt_text)
-        encoded = [self._option_tokens(prompt_text + lead, text) for lead, text in conts]
-        shared = min(self._common(prompt_ids, full) for full, _ in encoded)
-        suffixes = [full[shared:] for full, _ in encoded]
-        starts = [len(full) - n_option - shared for full, n_option in encoded]
-        if min(starts) < 0:
-            raise ModelError(f"{self.info.name}: an option's tokens reach into the shared prompt")
-        return len(prompt_ids) - shared, suffixes, starts
+        """``(drop, suffixes, starts)``: see `mmctx.models.spans.option_spans`."""
+        return option_spans(self.tokenizer, prompt_text, conts, model=self.info.name)
 
     def _check_alignment(self, expanded: list[int], prompt_text: str) -> None:
         """The processed prompt must end with the same tokens as the text-only tokenisation."""

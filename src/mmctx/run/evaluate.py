@@ -46,6 +46,8 @@ def evaluate(
     dtype: str = "auto",
     revision: str | None = None,
     trust_remote_code: bool = False,
+    adapter: str | None = None,
+    quantization: str | None = None,
     retry_errors: bool = False,
     shard: str | None = None,
     show_progress: bool = True,
@@ -71,9 +73,11 @@ def evaluate(
         bench, parse_settings(settings), config.scorers, get_preset(preset), seed, limits, limit=limit, tasks=tasks
     )
     plan = take_shard(plan, Shard.parse(shard) if shard else None)
+    extra = {k: v for k, v in (("adapter", adapter), ("quantization", quantization)) if v}
     backend = backend_factory(
-        model, device=device, dtype=dtype, batch_size=batch_size, revision=revision, trust_remote_code=trust_remote_code
-    )
+        model, device=device, dtype=dtype, batch_size=batch_size, revision=revision,
+        trust_remote_code=trust_remote_code, **extra,
+    )  # fmt: skip
     check_capabilities(plan, backend)
     run_dir = Path(run_dir)
     open_run(run_dir, manifest_for(config, backend), plan, backend.info)

@@ -1,0 +1,81 @@
+"""Per-family adapters for the HF backend: the only place a model family's quirks live.
+
+An adapter says how a family is loaded (auto class, remote code), how its prompt is rendered
+from mmctx's chat messages, how text and images become model inputs, and what it can take
+(image limits, tiling, dtypes, quantisation). The default adapter — chat template +
+processor — serves every family that follows transformers' conventions; a family adapter
+overrides only what differs. `adapter_for` picks one by model id or config ``model_type``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Adapter:
+    family: str = "default"
+    aliases: tuple[str, ...] = ()  # regexes over the model id (case-insensitive)
+    model_types: tuple[str, ...] = ()  # config.model_type values
+    auto_class: str = "AutoModelForImageTextToText"
+    needs_remote_code: bool = False
+    max_images: int | None = None
+    processor_kwargs: dict[str, Any] = field(default_factory=dict)  # e.g. image size / tiling caps
+    dtypes: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
+    quantization: tuple[str, ...] = ()  # "8bit", "4bit" (bitsandbytes) where the family supports it
+    notes: str = ""
+
+    def matches(self, model_id: str, model_type: str | None = None) -> bool:
+        if model_type and model_type in self.model_types:
+            return True
+        return any(re.search(pattern, model_id, re.IGNORECASE) for pattern in self.aliases)
+
+    def render(self, processor, messages: list[dict], generation_prompt: bool) -> str:
+        """The prompt text for ``messages`` (HF chat format, images as ``{"type": "image"}``)."""
+        return processor.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=False)
+
+    def inputs(self, processor, texts: list[str], images: list[list]) -> dict:
+        """Model inputs for a batch of rendered prompts and their images, in order."""
+        kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt", "padding": True}
+        if any(images):
+            kwargs["images"] = images
+        return dict(processor(**kwargs))
+
+
+DEFAULT = Adapter()
+ADAPTERS: list[Adapter] = []  # family adapters register here (see `register`)
+
+
+def register(adapter: Adapter) -> Adapter:
+    ADAPTERS.append(adapter)
+    return adapter
+
+
+def adapter_for(model_id: str, model_type: str | None = None, name: str | None = None) -> Adapter:
+    """The adapter named ``name``, else the first whose aliases or model types match, else the default."""
+    _load_families()
+    if name:
+        for a in ADAPTERS + [DEFAULT]:
+            if a.family == name:
+                return a
+        raise ValueError(f"unknown adapter {name!r}; known: {[a.family for a in ADAPTERS + [DEFAULT]]}")
+    return next((a for a in ADAPTERS if a.matches(model_id, model_type)), DEFAULT)
+
+
+def all_adapters() -> list[Adapter]:
+    _load_families()
+    return ADAPTERS + [DEFAULT]
+
+
+def _load_families() -> None:
+    # Family modules register themselves on import; imported once, lazily.
+    import importlib
+    import pkgutil
+
+    if getattr(_load_families, "done", False):
+        return
+    for module in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{module.name}")
+    _load_families.done = True  # type: ignore[attr-defined]
