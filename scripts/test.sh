@@ -4,6 +4,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
+# The HTML viewer is tested in Debian's headless Chromium; installed once if missing.
+bash scripts/install-browser.sh || exit 1
 . .venv/bin/activate
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 python -m pytest -n 2 -q "$@"

@@ -220,7 +220,8 @@ def test_capabilities_and_identity(backend):
     assert caps.loglikelihood and caps.chat_template and caps.interleaved
     assert caps.context_window == 4096
     assert backend.info.revision.startswith("local-")
-    assert backend.info.settings == {"dtype": "float32", "device": "cpu", "scoring": "2", "adapter": "default"}
+    family = {"Idefics3ForConditionalGeneration": "idefics", "LlavaForConditionalGeneration": "llava"}[type(backend.model).__name__]
+    assert backend.info.settings == {"dtype": "float32", "device": "cpu", "scoring": "2", "adapter": family}
 
 
 def test_local_revision_follows_weight_and_template_content(tmp_path):

@@ -96,12 +96,19 @@ def run(
     trust_remote_code: bool = typer.Option(False, help="Allow the model repository's own code to run."),
     adapter: Optional[str] = typer.Option(None, help="Model family adapter (default: picked by model id; see mmctx models)."),
     quantization: Optional[str] = typer.Option(None, help="8bit or 4bit (bitsandbytes, CUDA), where the family allows."),
+    base_url: Optional[str] = typer.Option(None, help="openai: models: the server's base URL (else OPENAI_BASE_URL)."),
+    max_concurrency: Optional[int] = typer.Option(None, help="openai: models: requests in flight at once (16)."),
+    score_mode: Optional[str] = typer.Option(None, help="openai: models: none or vllm_prompt_logprobs (for ppl)."),
     retry_errors: bool = typer.Option(False, help="Ask again for requests stored as errors."),
     shard: Optional[str] = typer.Option(None, help="i/n: run only shard i of n (queries split by a hash of their id)."),
+    ray: bool = typer.Option(False, "--ray", help="Run on Ray: one model replica per GPU, one run folder (mmctx[ray])."),
+    ray_address: Optional[str] = typer.Option(None, help="--ray: cluster to join (default: RAY_ADDRESS, else a local one)."),
+    ray_workers: Optional[int] = typer.Option(None, help="--ray: model replicas (default: one per GPU, 2 without GPUs)."),
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
     """Evaluate a model on a benchmark over a settings grid; resumable; scores and prints the tables."""
     from mmctx.report.tables import markdown_tables
+    from mmctx.run.distributed import RayOptions
     from mmctx.run.evaluate import evaluate
     from mmctx.run.plan import GenerationLimits
     from mmctx.run.runner import RunError
@@ -127,18 +134,26 @@ def run(
             trust_remote_code=trust_remote_code,
             adapter=adapter,
             quantization=quantization,
+            backend_options={
+                k: v
+                for k, v in (("base_url", base_url), ("max_concurrency", max_concurrency), ("score_mode", score_mode))
+                if v is not None
+            },
             retry_errors=retry_errors,
             shard=shard,
             show_progress=progress,
+            ray=RayOptions(address=ray_address, workers=ray_workers) if ray else None,
         )
-    except (BenchmarkError, RunError, ModelError, ValueError, FileNotFoundError) as exc:
-        _fail(str(exc))
+    except (BenchmarkError, RunError, ModelError, ValueError, FileNotFoundError, RuntimeError) as exc:
+        _fail(str(exc))  # RuntimeError covers backend set-up failures (e.g. an API server refusing the key)
     s = outcome.stats
     retried = f", {s.errors_retried} earlier errors asked again" if retry_errors else ""
     console.print(
         f"{s.planned} requests: {s.cached} already stored, {s.done} new ({s.errors} errors{retried}) "
         f"in {s.seconds:.1f}s → {out}"
     )
+    if s.usage:
+        console.print(f"backend usage: {s.usage}")
     print(markdown_tables([(_model_name(out), outcome.cells)]))
 
 
@@ -182,18 +197,26 @@ def report(
     run_dirs: list[Path] = typer.Argument(..., help="Scored run folder(s), one per model."),
     csv: Optional[Path] = typer.Option(None, help="Also write every metric as CSV here."),
     markdown: Optional[Path] = typer.Option(None, help="Also write the Markdown tables here."),
+    out: Optional[Path] = typer.Option(
+        None, help="Write the full report into this folder: report.md, CSVs, paired comparisons, LaTeX, figures."
+    ),
+    latex: bool = typer.Option(True, help="With --out: also write table1/table4/table5.tex."),
+    figures: bool = typer.Option(True, help="With --out: also write the figures (PNG + PDF)."),
+    seed: int = typer.Option(0, help="With --out: seed of the paired bootstrap."),
 ) -> None:
-    """Print the papers' Table 4/5 layout for one or more runs."""
+    """Print the papers' Table 4/5 layout for one or more runs; with --out, write the full report."""
     from mmctx.report.tables import markdown_tables, write_csv
     from mmctx.run.evaluate import rescore
 
-    runs = []
+    runs, scored = [], []
     names: dict[str, int] = {}
     for run_dir in run_dirs:
-        _, cells = rescore(run_dir)  # cheap, and never prints numbers from an older extractor
+        results, cells = rescore(run_dir)  # cheap, and never prints numbers from an older extractor
         name = _model_name(run_dir)
         names[name] = names.get(name, 0) + 1
-        runs.append((name if names[name] == 1 else f"{name} ({run_dir.name})", cells))
+        name = name if names[name] == 1 else f"{name} ({run_dir.name})"
+        runs.append((name, cells))
+        scored.append((name, results))
     text = markdown_tables(runs)
     print(text)
     if markdown:
@@ -201,6 +224,14 @@ def report(
     if csv:
         write_csv(runs, csv)
         console.print(f"CSV → {csv}")
+    if out:
+        from mmctx.report.summary import write_report_results
+
+        try:
+            paths = write_report_results(scored, out, latex=latex, figures=figures, seed=seed)
+        except ValueError as exc:
+            _fail(str(exc))
+        console.print(f"report: {len(paths)} files → {out} (start with {out / 'report.md'})")
 
 
 def _lam(value: Optional[str]):
@@ -427,6 +458,22 @@ def build_fewmmbench(
     console.print(f"benchmark → {out}")
 
 
+@app.command()
+def view(
+    run_dirs: list[Path] = typer.Argument(..., help="Run folder(s), one per model."),
+    out: Path = typer.Option(..., help="Folder to write the site into (index.html, samples.html, …)."),
+    figures: Optional[Path] = typer.Option(None, help="Folder of figures (PNG/SVG) to show on the summary page."),
+) -> None:
+    """Write a static HTML viewer of the runs' per-sample results; open OUT/index.html from disk."""
+    from mmctx.report.viewer import ViewerError, build_site
+
+    try:
+        index = build_site(run_dirs, out, figures_dir=figures)
+    except (ViewerError, OSError, ValueError) as exc:
+        _fail(str(exc))
+    console.print(f"viewer → {index}")
+
+
 @app.command("models")
 def models_cmd() -> None:
     """The model family adapters of the HF backend, the ids they match and what they support."""
@@ -466,7 +513,7 @@ def demo(
     queries_per_task: int = typer.Option(4, help="shapes-world queries per task and format."),
     cot_max_new_tokens: int = typer.Option(64, help="Generation limit for CoT settings."),
 ) -> None:
-    """The embedded default: shapes-world benchmark → full settings grid, both scorers → report."""
+    """The embedded default: shapes-world benchmark → full settings grid, both scorers → report + viewer."""
     from mmctx.data import shapes as sw
     from mmctx.report.tables import markdown_tables, write_csv
     from mmctx.run.evaluate import evaluate
@@ -478,11 +525,18 @@ def demo(
     outcome = evaluate(bench_dir, model, run_dir, limits=GenerationLimits(16, cot_max_new_tokens))
     runs = [(_model_name(run_dir), outcome.cells)]
     text = markdown_tables(runs)
-    (out / "report.md").write_text(text)
     write_csv(runs, out / "report.csv")
     print(text)
+    from mmctx.report.summary import write_report_results
+    from mmctx.report.viewer import build_site
+
+    write_report_results([(_model_name(run_dir), outcome.results)], out / "report", latex=True, figures=True)
+    index = build_site([run_dir], out / "viewer", figures_dir=out / "report")
     s = outcome.stats
-    console.print(f"{s.planned} requests ({s.cached} cached) in {s.seconds:.1f}s; report → {out}/report.md")
+    console.print(
+        f"{s.planned} requests ({s.cached} cached) in {s.seconds:.1f}s; report → {out}/report/report.md; "
+        f"viewer → {index}"
+    )
 
 
 def main() -> None:  # pragma: no cover

@@ -3,12 +3,18 @@
 Specs:
   - ``builtin:tiny-idefics3`` / ``builtin:tiny-llava``: a tiny random-weight checkpoint built
     offline on first use (chance-level; for pipelines and tests, not for scores).
+  - ``openai:<model>`` or ``openai:<model>@<base_url>``: an OpenAI-compatible chat-completions
+    server (vLLM, SGLang, hosted APIs); base URL from the spec, ``base_url=`` or
+    ``OPENAI_BASE_URL``; key from the environment, never the spec (see `mmctx.models.openai`).
+  - ``vllm:<model>`` (an HF id, a local folder or ``builtin:<name>``): offline vLLM in this
+    process (``pip install 'mmctx[vllm]'``, CUDA; see `mmctx.models.vllm`).
   - anything else: an HF model id or a local folder, loaded by the HF transformers backend.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from mmctx.models.base import Backend, Capabilities, ModelInfo
@@ -31,13 +37,26 @@ def resolve_builtin(spec: str) -> Path:
         raise ValueError(f"unknown built-in model {spec!r}; choose from {[BUILTIN_PREFIX + n for n in BUILTINS]}")
     folder = cache_root() / "models" / name
     if not (folder / "config.json").exists():
-        tmp = folder.with_name(folder.name + ".partial")
+        # Each process builds in its own folder; the first rename wins (shards and Ray workers
+        # may ask at the same time).
+        tmp = folder.with_name(f"{folder.name}.partial-{os.getpid()}")
         build_tiny_vlm(tmp, family=BUILTINS[name], seed=0)
-        tmp.rename(folder)
+        try:
+            tmp.rename(folder)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
     return folder
 
 
 def load_backend(spec: str, **kwargs) -> Backend:
+    if spec.startswith("vllm:"):
+        from mmctx.models.vllm import VLLMBackend
+
+        return VLLMBackend.from_spec(spec, **kwargs)
+    if spec.startswith("openai:"):
+        from mmctx.models.openai import OpenAIBackend
+
+        return OpenAIBackend.from_spec(spec, **kwargs)
     from mmctx.models.hf import HFBackend
 
     if spec.startswith(BUILTIN_PREFIX):

@@ -113,6 +113,7 @@ class HFBackend:
         if quantization is None:  # quantized weights are placed by their loader
             self.model.to(self.device)
         self.model.eval()
+        self.processor = self.adapter.prepare(self.model, self.processor)
         text_config = self.model.config.get_text_config()
         self._attn_impl = getattr(text_config, "_attn_implementation", None) or "eager"
         # Packed option scoring needs a custom 4D mask, which flash attention cannot take.
@@ -179,7 +180,15 @@ class HFBackend:
 
     def _process(self, texts: list[str], images: list[list[Image.Image]]) -> dict:
         inputs = self.adapter.inputs(self.processor, texts, images)
-        return {k: v.to(self.device) if hasattr(v, "to") else v for k, v in inputs.items()}
+        return {k: self._to_model(v) for k, v in inputs.items()}
+
+    def _to_model(self, value):
+        """Tensors onto the model's device; floating ones (pixels) in its dtype too."""
+        if isinstance(value, torch.Tensor):
+            return value.to(self.device, dtype=self.dtype) if value.is_floating_point() else value.to(self.device)
+        if isinstance(value, list):
+            return [self._to_model(v) for v in value]
+        return value
 
     def _overflow(self, n_tokens: int, extra: int) -> str | None:
         window = self.capabilities.context_window
@@ -301,7 +310,9 @@ class HFBackend:
             copied = self._score_copied(cache, last, context_len, suffixes, starts)
             # Models with their own position scheme (e.g. multimodal RoPE) disagree: fall back for good.
             self._packing = all(abs(a - b) <= 1e-3 * max(1.0, abs(b)) for a, b in zip(packed, copied))
-            return copied
+            # The path kept for the rest of the run answers this query too, so a score never
+            # depends (even in its last bits) on which query a process happened to see first.
+            return packed if self._packing else copied
         if self._packing:
             return self._score_packed(cache, last, context_len, suffixes, starts)
         return self._score_copied(cache, last, context_len, suffixes, starts)

@@ -15,6 +15,7 @@ from mmctx.data.disk import load_benchmark
 from mmctx.models import load_backend
 from mmctx.models.base import Backend
 from mmctx.prompts.presets import get_preset
+from mmctx.run.distributed import RayOptions
 from mmctx.run.plan import GenerationLimits, Shard, plan_requests, take_shard
 from mmctx.run.runner import RunConfig, RunStats, check_capabilities, execute, manifest_for, open_run
 from mmctx.run.settings import parse_scorers, parse_settings
@@ -48,10 +49,12 @@ def evaluate(
     trust_remote_code: bool = False,
     adapter: str | None = None,
     quantization: str | None = None,
+    backend_options: dict | None = None,
     retry_errors: bool = False,
     shard: str | None = None,
     show_progress: bool = True,
     backend_factory: Callable[..., Backend] = load_backend,
+    ray: RayOptions | None = None,
 ) -> RunOutcome:
     bench = load_benchmark(benchmark)
     bench.check()
@@ -74,14 +77,30 @@ def evaluate(
     )
     plan = take_shard(plan, Shard.parse(shard) if shard else None)
     extra = {k: v for k, v in (("adapter", adapter), ("quantization", quantization)) if v}
-    backend = backend_factory(
-        model, device=device, dtype=dtype, batch_size=batch_size, revision=revision,
+    extra.update(backend_options or {})  # backend-specific: base_url, max_concurrency, score_mode, …
+    if model.startswith("vllm:"):  # vLLM sizes its engine for the most images one prompt holds
+        extra.setdefault("max_images", max((sum(len(m.images) for m in r.prompt.messages) for r in plan), default=1))
+    backend_kwargs = dict(
+        device=device, dtype=dtype, batch_size=batch_size, revision=revision,
         trust_remote_code=trust_remote_code, **extra,
     )  # fmt: skip
-    check_capabilities(plan, backend)
     run_dir = Path(run_dir)
-    open_run(run_dir, manifest_for(config, backend), plan, backend.info)
-    stats = execute(plan, backend, run_dir, batch_size=batch_size, show_progress=show_progress, retry_errors=retry_errors)
+    if ray is not None:  # one replica per Ray actor, each loading the backend itself; rows come back here
+        from mmctx.run.distributed import execute_distributed
+
+        stats = execute_distributed(
+            plan, model, backend_kwargs, run_dir, config=config, workers=ray.workers, address=ray.address,
+            batch_size=batch_size, show_progress=show_progress, retry_errors=retry_errors,
+        )  # fmt: skip
+    else:
+        backend = backend_factory(model, **backend_kwargs)
+        check_capabilities(plan, backend)
+        open_run(run_dir, manifest_for(config, backend), plan, backend.info)
+        stats = execute(
+            plan, backend, run_dir, batch_size=batch_size, show_progress=show_progress, retry_errors=retry_errors
+        )
+        usage = getattr(backend, "usage", None)
+        stats.usage = usage() if callable(usage) else {}
     results, cells = rescore(run_dir)
     return RunOutcome(run_dir, stats, results, cells)
 

@@ -69,6 +69,7 @@ class RunStats:
     seconds: float = 0.0
     queries: int = 0
     errors_retried: int = 0
+    usage: dict | None = None  # backend-reported, e.g. vLLM's prefix-cache hit rate
 
 
 def check_capabilities(plan: list[PlannedRequest], backend: Backend) -> None:
@@ -210,16 +211,16 @@ def _run_chunk(chunk: list[PlannedRequest], backend: Backend, key_of: dict[str, 
         for r, g in zip(group, outs):
             payload = {"text": g.text, "prompt_tokens": g.prompt_tokens, "output_tokens": g.output_tokens, "truncated": g.truncated}
             rows.append((key_of[r.id], r.id, "generate", payload, g.error))
-    for r in chunk:
-        if r.scorer == "ppl":
-            request = ScoreRequest(r.prompt.messages, r.prompt.options.texts)
-            s = _guarded(backend.score, [request], lambda exc: OptionScores(error=_failure(exc)))[0]
-            payload = {
-                "loglikelihoods": list(s.loglikelihoods),
-                "token_counts": list(s.token_counts),
-                "prompt_tokens": s.prompt_tokens,
-            }
-            rows.append((key_of[r.id], r.id, "ppl", payload, s.error))
+    ranked = [r for r in chunk if r.scorer == "ppl"]
+    # One call for the chunk: a remote backend scores its queries concurrently.
+    requests = [ScoreRequest(r.prompt.messages, r.prompt.options.texts) for r in ranked]
+    for r, s in zip(ranked, _guarded(backend.score, requests, lambda exc: OptionScores(error=_failure(exc)))):
+        payload = {
+            "loglikelihoods": list(s.loglikelihoods),
+            "token_counts": list(s.token_counts),
+            "prompt_tokens": s.prompt_tokens,
+        }
+        rows.append((key_of[r.id], r.id, "ppl", payload, s.error))
     return rows
 
 

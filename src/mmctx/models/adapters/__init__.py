@@ -30,11 +30,18 @@ class Adapter:
     def matches(self, model_id: str, model_type: str | None = None) -> bool:
         if model_type and model_type in self.model_types:
             return True
+        return self.named_by(model_id)
+
+    def named_by(self, model_id: str) -> bool:
         return any(re.search(pattern, model_id, re.IGNORECASE) for pattern in self.aliases)
 
     def render(self, processor, messages: list[dict], generation_prompt: bool) -> str:
         """The prompt text for ``messages`` (HF chat format, images as ``{"type": "image"}``)."""
         return processor.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=False)
+
+    def prepare(self, model, processor):
+        """Family set-up after loading (special tokens, token ids); returns the processor to use."""
+        return processor
 
     def inputs(self, processor, texts: list[str], images: list[list]) -> dict:
         """Model inputs for a batch of rendered prompts and their images, in order."""
@@ -61,7 +68,12 @@ def adapter_for(model_id: str, model_type: str | None = None, name: str | None =
             if a.family == name:
                 return a
         raise ValueError(f"unknown adapter {name!r}; known: {[a.family for a in ADAPTERS + [DEFAULT]]}")
-    return next((a for a in ADAPTERS if a.matches(model_id, model_type)), DEFAULT)
+    # An id names a family only where the config's type does not contradict it (a native
+    # checkpoint of a remote-code family); failing that, the type decides; registration order
+    # breaks ties (the more specific xGen-MM base before instruct).
+    named = [a for a in ADAPTERS if a.named_by(model_id) and (not model_type or not a.model_types or model_type in a.model_types)]
+    typed = [a for a in ADAPTERS if model_type and model_type in a.model_types]
+    return (named or typed or [DEFAULT])[0]
 
 
 def all_adapters() -> list[Adapter]:

@@ -1,0 +1,43 @@
+"""Idefics2, Idefics3 and SmolVLM: the chat template and processor (the default path), unsplit images.
+
+Chat template: ``User:<image>text<end_of_utterance>\\nAssistant: answer<end_of_utterance>\\n``;
+every demo turn carries its own ``{"type": "image"}`` entry and the processor takes the images
+in order.
+
+Token budget (processor_kwargs):
+
+* ``do_image_splitting=False``: no sub-image tiles. Idefics3 otherwise cuts an image into up to
+  4×4 tiles of 364 px plus a global view, 17 × 169 = 2,873 tokens an image: 9 images would
+  overflow Idefics3-8B's (Llama-3) context. Unsplit: 169 tokens an image (1,521 for 9);
+  Idefics2: 64 (perceiver-resampled; 320 when split); SmolVLM: 64 or 81.
+* ``size={"longest_edge": 448, "shortest_edge": 378}``: images are first resized to a longest
+  edge of 448 px (378 px minimum; the predecessor code's Idefics2 setting). For Idefics2 this is
+  the resolution the vision encoder sees (980 px by default); Idefics3/SmolVLM then resize the
+  global view to their ``max_image_size`` (364/384/512 px), so the cap only bounds that step.
+
+Paper (FewMMBench A.2): fp16 for both, 4-bit (bitsandbytes) for Idefics2; Idefics3 only in fp16.
+"""
+
+from __future__ import annotations
+
+from mmctx.models.adapters import Adapter, register
+
+LONGEST_EDGE = 448
+SHORTEST_EDGE = 378
+
+IDEFICS = register(
+    Adapter(
+        family="idefics",
+        aliases=(r"idefics[23]", r"smolvlm"),
+        model_types=("idefics2", "idefics3", "smolvlm"),
+        auto_class="AutoModelForImageTextToText",
+        processor_kwargs={
+            "do_image_splitting": False,
+            "size": {"longest_edge": LONGEST_EDGE, "shortest_edge": SHORTEST_EDGE},
+        },
+        dtypes=("float16", "bfloat16", "float32", "auto"),
+        quantization=("4bit",),
+        notes="chat template; no image splitting, longest edge 448 px (Idefics3: 169 tokens an image); "
+        "paper: fp16, 4-bit for Idefics2",
+    )
+)

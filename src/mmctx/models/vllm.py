@@ -1,0 +1,632 @@
+"""Offline vLLM backend: `vllm.LLM` in this process, multi-image chat prompts, prefix caching.
+
+Install with ``pip install 'mmctx[vllm]'`` on a machine with a CUDA GPU; vllm is imported only
+when a `VLLMBackend` starts its engine. Everything else here is plain functions of plain data
+(messages → engine prompts, options → scoring requests, vLLM outputs → `Generation` /
+`OptionScores`, usage), tested without vllm.
+
+**Prompt route.** The prompt is rendered as the HF backend renders it — its family adapter
+(`mmctx.models.adapters`) over the checkpoint's chat template — and handed to
+`LLM.generate` as ``{"prompt": text, "multi_modal_data": {"image": [PIL images in prompt
+order]}}``; vLLM's multimodal processor expands each image placeholder, set up with the
+adapter's ``processor_kwargs`` (vLLM's ``mm_processor_kwargs``: Idefics unsplit images,
+Qwen-VL pixel caps, …). Not `LLM.chat`: scoring must know the exact text vLLM tokenises, so
+that the option's tokens can be located in it, and that text must be the one the HF backend
+renders (vLLM resolves templates and content formats its own way). Adapters that build the
+model's inputs themselves (remote-code InternVL, Phi-vision, xGen-MM) are refused.
+
+**Scoring.** Per option one request whose prompt is the generation prompt + the template's
+lead + the option (`SamplingParams(max_tokens=1, prompt_logprobs=0)`); the options of every
+query in a `score` call are submitted together so the shared prefix (images included) is
+computed once and read from the prefix cache by the others. The option's log-likelihood is
+the sum of ``prompt_logprobs`` over exactly its tokens: the last ``token_count`` ids of
+``prompt_token_ids``. Which tokens those are comes from `mmctx.models.spans`, the functions
+the HF backend uses, so both backends score the same tokens; the tail of vLLM's ids is
+checked against the text tokenisation, not assumed.
+
+**Prefix cache and prompt log-probs.** vLLM computes prompt log-probs only for the positions
+it computes: for a request with ``num_cached_tokens = c`` the entries of tokens ``1..c``
+hold whatever the buffer held (vllm/v1/worker/gpu_model_runner.py,
+``_get_prompt_logprobs_dict``: rows from ``request.num_computed_tokens`` on are filled, the
+rest of ``LogprobsTensors.empty_cpu`` is not). That is why vLLM, unless told otherwise,
+does not *read* the cache for prompt-logprob requests (``SamplingParams.__post_init__``:
+``skip_reading_prefix_cache = prompt_logprobs is not None``, vLLM ≥ 0.12, PR #28194). Here
+scoring requests set ``skip_reading_prefix_cache=False``, and every result is checked:
+token ``p``'s log-prob comes from position ``p - 1``, so an option's tokens are trusted only
+if ``num_cached_tokens`` is below the first of them. Requests where the hit reached that far
+are sent again with the cache read off: a repeated query, an option that extends another,
+and — hits being whole cache blocks — a query whose shared context ends exactly on a block
+boundary (about one query in ``block_size``). `VLLMBackend.usage` counts them. On a vLLM
+without that field the engine never reads the cache for scoring: slower, equally exact.
+
+**Usage.** `VLLMBackend.usage` reports prompt tokens computed vs total and the prefix-cache
+hit rate from each ``RequestOutput.num_cached_tokens`` (always there), plus vLLM's own
+``vllm:prefix_cache_queries`` / ``vllm:prefix_cache_hits`` counters from `LLM.get_metrics`
+when the backend was started with ``engine_metrics=True`` (vLLM only keeps them with log
+stats on).
+
+**vLLM shapes relied on** (vllm-project/vllm ``vllm/outputs.py`` at 003d3ee,
+``vllm/logprobs.py`` at 578b601): `RequestOutput` with ``prompt_token_ids``,
+``prompt_logprobs`` (a sequence aligned with ``prompt_token_ids``: a list whose first entry
+is None, or a ``FlatLogprobs`` whose first position is an empty dict; each position maps
+token id → `Logprob` with ``.logprob``), ``outputs`` (`CompletionOutput`: ``text``,
+``token_ids``, ``finish_reason`` "stop" | "length", ``stop_reason`` None for EOS, the
+string for a stop string, the id for a stop token) and ``num_cached_tokens``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache, partial
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from mmctx.models.adapters import Adapter, adapter_for
+from mmctx.models.base import (
+    Capabilities,
+    Generation,
+    GenerateRequest,
+    ModelInfo,
+    OptionScores,
+    ScoreRequest,
+)
+from mmctx.models.revision import folder_digest
+from mmctx.models.spans import ModelError, answer_turn, continuations, option_spans
+from mmctx.prompts.messages import ImagePart, Prompt, TextPart
+
+SPEC_PREFIX = "vllm:"
+# Part of every cache key: bump when how option spans or scores are computed changes.
+SCORING_VERSION = "1"
+# Options `load_backend` passes to every backend that mean nothing to vLLM.
+_HF_ONLY_OPTIONS = ("device", "batch_size", "attn_implementation")
+
+# `LLM.generate` in vLLM's shapes: engine prompts and `SamplingParams` keyword dicts in,
+# one `RequestOutput` per prompt out, in order.
+Engine = Callable[[list[dict], list[dict]], Sequence[Any]]
+
+
+# ---- messages → engine prompts ---------------------------------------------------------------
+
+
+def chat_conversation(prompt: Prompt) -> tuple[list[dict], list[ImagePart]]:
+    """The typed prompt as a chat-template conversation (images as ``{"type": "image"}`` parts,
+    the form HF processors' templates take) and its images, in the order the model sees them."""
+    conversation, images = [], []
+    for message in prompt:
+        content = []
+        for part in message.content:
+            if isinstance(part, TextPart):
+                content.append({"type": "text", "text": part.text})
+            elif isinstance(part, ImagePart):
+                content.append({"type": "image"})
+                images.append(part)
+        conversation.append({"role": message.role, "content": content})
+    return conversation, images
+
+
+def pick_adapter(model: str, model_type: str | None, name: str | None) -> Adapter:
+    """The HF backend's family adapter for ``model``: its rendering and processor settings are
+    used here too. One that builds the model's inputs itself is refused: vLLM processes images
+    its own way, so its scores could not be the HF backend's."""
+    adapter = adapter_for(model, model_type, name)
+    if type(adapter).inputs is not Adapter.inputs:
+        raise ModelError(
+            f"the {adapter.family} adapter builds the model's inputs itself, which vLLM cannot take; use the HF backend"
+        )
+    return adapter
+
+
+@lru_cache(maxsize=64)
+def load_image(path: str, sha256: str) -> Any:
+    """The image as RGB PIL; cached by content hash too, since few-shot demos recur across prompts."""
+    from PIL import Image
+
+    with Image.open(path) as image:
+        return image.convert("RGB")
+
+
+def engine_prompt(text: str, images: Sequence[Any]) -> dict:
+    """A vLLM prompt: the rendered text and, if any, its images in order."""
+    if not images:
+        return {"prompt": text}
+    return {"prompt": text, "multi_modal_data": {"image": list(images)}}
+
+
+def max_images_per_prompt(prompts: Iterable[Prompt]) -> int:
+    """The most images any prompt has: what ``limit_mm_per_prompt`` must allow."""
+    return max((sum(len(m.images) for m in prompt) for prompt in prompts), default=0)
+
+
+# ---- sampling --------------------------------------------------------------------------------
+
+
+def generation_params(request: GenerateRequest) -> dict:
+    """Greedy, up to ``max_new_tokens``; a stop string ends the text and stays in it (as in the HF backend)."""
+    params: dict[str, Any] = {"temperature": 0.0, "max_tokens": request.max_new_tokens, "skip_special_tokens": True}
+    if request.stop:
+        params.update(stop=list(request.stop), include_stop_str_in_output=True)
+    return params
+
+
+def score_params(read_cache: bool = True) -> dict:
+    """One token (nothing is generated that matters), the log-prob of each prompt token, no
+    detokenising of those; ``read_cache`` lets the request read the prefix cache (see module doc)."""
+    return {
+        "temperature": 0.0,
+        "max_tokens": 1,
+        "prompt_logprobs": 0,
+        "detokenize": False,
+        "skip_reading_prefix_cache": not read_cache,
+    }
+
+
+def sampling_params(cls: Callable[..., Any], params: dict) -> Any:
+    """``cls(**params)``; a vLLM older than ``skip_reading_prefix_cache`` gets the params without it."""
+    try:
+        return cls(**params)
+    except TypeError:
+        if "skip_reading_prefix_cache" not in params:
+            raise
+        return cls(**{k: v for k, v in params.items() if k != "skip_reading_prefix_cache"})
+
+
+# ---- options → scoring requests --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OptionRequest:
+    """One option of a query, as vLLM is asked for it.
+
+    ``text`` is the whole prompt (generation prompt + lead + option); ``suffix`` its last
+    text tokens after the context all options share, of which those from ``start`` on are
+    the option's own (what is scored).
+    """
+
+    text: str
+    suffix: tuple[int, ...]
+    start: int
+
+    @property
+    def token_count(self) -> int:
+        return len(self.suffix) - self.start
+
+
+def option_requests(
+    tokenizer: Any, prompt_text: str, answered: Sequence[str], options: Sequence[str], model: str
+) -> list[OptionRequest]:
+    """The options of one query; ``answered[i]`` is the conversation rendered with option i as
+    the reply. Spans as in the HF backend: `mmctx.models.spans`."""
+    conts = continuations(prompt_text, answered, options, model=model)
+    _, suffixes, starts = option_spans(tokenizer, prompt_text, conts, model=model)
+    return [
+        OptionRequest(prompt_text + lead + text, tuple(suffix), start)
+        for (lead, text), suffix, start in zip(conts, suffixes, starts)
+    ]
+
+
+# ---- vLLM outputs → results ------------------------------------------------------------------
+
+
+def first_scored(output: Any, request: OptionRequest) -> int:
+    """Position in ``prompt_token_ids`` of the option's first token."""
+    return len(output.prompt_token_ids) - request.token_count
+
+
+def cache_covers_option(output: Any, request: OptionRequest) -> bool:
+    """Did the prefix cache reach into the option? Then its tokens' log-probs were never computed.
+
+    A hit of ``c`` tokens leaves the log-probs of tokens ``1..c`` unset; token ``p`` is
+    computed iff ``p > c``.
+    """
+    return (output.num_cached_tokens or 0) >= first_scored(output, request)
+
+
+def check_alignment(output: Any, request: OptionRequest, model: str) -> None:
+    """vLLM's processed prompt must end with the text tokenisation's continuation."""
+    ids = list(output.prompt_token_ids)
+    if len(ids) < len(request.suffix) or tuple(ids[len(ids) - len(request.suffix) :]) != request.suffix:
+        raise ModelError(f"{model}: vLLM's prompt tokens and the text tokenisation disagree at the option")
+    if output.prompt_logprobs is None or len(output.prompt_logprobs) != len(ids):
+        raise ModelError(f"{model}: vLLM returned no prompt log-probs aligned with the prompt tokens")
+
+
+def token_logprob(position: Any, token_id: int, model: str) -> float:
+    """The log-prob of ``token_id`` at one prompt position (a dict token id → `Logprob`)."""
+    entry = position.get(token_id) if position else None
+    value = getattr(entry, "logprob", None)
+    if value is None or not math.isfinite(value) or value > 1e-3:
+        raise ModelError(f"{model}: vLLM gave no usable log-prob for prompt token {token_id} ({entry!r})")
+    return float(value)
+
+
+def option_loglikelihood(output: Any, request: OptionRequest, model: str) -> float:
+    """Sum of the prompt log-probs of exactly the option's tokens (the last ``token_count``)."""
+    check_alignment(output, request, model)
+    if cache_covers_option(output, request):
+        raise ModelError(f"{model}: the prefix cache covered the option's tokens; their log-probs were not computed")
+    ids = output.prompt_token_ids
+    scored = range(first_scored(output, request), len(ids))
+    return sum(token_logprob(output.prompt_logprobs[p], ids[p], model) for p in scored)
+
+
+def option_scores(
+    outputs: Sequence[Any], requests: Sequence[OptionRequest], model: str, window: int | None
+) -> OptionScores:
+    """One query's `OptionScores`; ``prompt_tokens`` is the shared context with images expanded,
+    as the HF backend counts it."""
+    context = len(outputs[0].prompt_token_ids) - len(requests[0].suffix)
+    longest = max(len(o.prompt_token_ids) for o in outputs)
+    error = overflow(context, longest - context, window)
+    if error:
+        return OptionScores(error=error, prompt_tokens=context)
+    return OptionScores(
+        loglikelihoods=tuple(option_loglikelihood(o, r, model) for o, r in zip(outputs, requests)),
+        token_counts=tuple(r.token_count for r in requests),
+        prompt_tokens=context,
+    )
+
+
+def output_token_count(completion: Any) -> int:
+    """Generated tokens, the end-of-turn token not counted (vLLM keeps it in ``token_ids``; HF does not)."""
+    n = len(completion.token_ids)
+    ended_on_token = completion.finish_reason == "stop" and not isinstance(completion.stop_reason, str)
+    return n - 1 if ended_on_token and n else n
+
+
+def read_generation(output: Any, max_new_tokens: int, window: int | None) -> Generation:
+    """A `Generation` from a `RequestOutput` (or the error string its request failed with)."""
+    if isinstance(output, str):
+        return Generation(error=output)
+    n_prompt = len(output.prompt_token_ids)
+    error = overflow(n_prompt, max_new_tokens, window)
+    if error:
+        return Generation(error=error, prompt_tokens=n_prompt)
+    completion = output.outputs[0]
+    return Generation(
+        text=completion.text,
+        prompt_tokens=n_prompt,
+        output_tokens=output_token_count(completion),
+        truncated=completion.finish_reason == "length",
+    )
+
+
+def overflow(n_tokens: int, extra: int, window: int | None) -> str | None:
+    """The HF backend's rule: a prompt whose tokens plus ``extra`` exceed the window is an error."""
+    if window is not None and n_tokens + extra > window:
+        return f"context_overflow: prompt has {n_tokens} tokens (+{extra}), model window is {window}"
+    return None
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A request's failure as stored: vLLM's over-long-prompt refusal is a context overflow."""
+    text = str(exc)
+    if "longer than the maximum model length" in text:
+        return f"context_overflow: {text}"
+    return f"{type(exc).__name__}: {text}"
+
+
+# ---- usage -----------------------------------------------------------------------------------
+
+
+@dataclass
+class PrefixCacheUsage:
+    """Prompt tokens the engine was given vs read from its prefix cache, over `RequestOutput`s."""
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    cached_tokens: int = 0
+    recomputed: int = 0  # scoring requests sent again because the cache reached into the option
+
+    def record(self, outputs: Iterable[Any]) -> None:
+        for output in outputs:
+            if isinstance(output, str):
+                continue
+            self.requests += 1
+            self.prompt_tokens += len(output.prompt_token_ids)
+            self.cached_tokens += output.num_cached_tokens or 0
+
+    def as_dict(self) -> dict:
+        return {
+            "requests": self.requests,
+            "prompt_tokens": self.prompt_tokens,
+            "prompt_tokens_cached": self.cached_tokens,
+            "prompt_tokens_computed": self.prompt_tokens - self.cached_tokens,
+            "prefix_cache_hit_rate": self.cached_tokens / self.prompt_tokens if self.prompt_tokens else 0.0,
+            "recomputed_requests": self.recomputed,
+        }
+
+
+def engine_prefix_cache(metrics: Iterable[Any]) -> dict:
+    """vLLM's own prefix-cache counters (``LLM.get_metrics``), summed over engines, in tokens."""
+    totals = {"vllm:prefix_cache_queries": 0, "vllm:prefix_cache_hits": 0}
+    for metric in metrics:
+        if metric.name in totals:
+            totals[metric.name] += int(getattr(metric, "value", 0))
+    queries, hits = totals["vllm:prefix_cache_queries"], totals["vllm:prefix_cache_hits"]
+    return {
+        "engine_prefix_cache_queries": queries,
+        "engine_prefix_cache_hits": hits,
+        "engine_prefix_cache_hit_rate": hits / queries if queries else 0.0,
+    }
+
+
+# ---- the engine ------------------------------------------------------------------------------
+
+
+def engine_args(
+    model: str,
+    *,
+    max_images: int,
+    revision: str | None = None,
+    dtype: str = "auto",
+    tensor_parallel_size: int = 1,
+    max_model_len: int | None = None,
+    trust_remote_code: bool = False,
+    seed: int = 0,
+    mm_processor_kwargs: dict | None = None,
+    engine_metrics: bool = False,
+    engine_kwargs: dict | None = None,
+) -> dict:
+    """Keyword arguments of `vllm.LLM`: prefix caching on, images per prompt capped at
+    ``max_images``, the HF processor set up as the adapter sets it (``mm_processor_kwargs``)."""
+    args: dict[str, Any] = {
+        "model": model,
+        "revision": revision,
+        "tokenizer_revision": revision,
+        "dtype": dtype,
+        "tensor_parallel_size": tensor_parallel_size,
+        "trust_remote_code": trust_remote_code,
+        "enable_prefix_caching": True,
+        "limit_mm_per_prompt": {"image": max_images},
+        "seed": seed,
+        "disable_log_stats": not engine_metrics,
+    }
+    if max_model_len is not None:
+        args["max_model_len"] = max_model_len
+    if mm_processor_kwargs:
+        args["mm_processor_kwargs"] = dict(mm_processor_kwargs)
+    return {**args, **(engine_kwargs or {})}
+
+
+def start_llm(args: dict) -> Any:
+    try:
+        from vllm import LLM
+    except ImportError as exc:
+        hint = "the vLLM backend needs vllm: pip install 'mmctx[vllm]' (on a machine with a CUDA GPU)"
+        raise ModelError(hint) from exc
+    try:
+        return LLM(**args)
+    except Exception as exc:
+        raise ModelError(f"vLLM could not load {args['model']!r}: {exc}") from exc
+
+
+def run_llm(llm: Any, prompts: list[dict], params: list[dict]) -> Sequence[Any]:
+    """`Engine` over a real `vllm.LLM`."""
+    from vllm import SamplingParams
+
+    return llm.generate(prompts, [sampling_params(SamplingParams, p) for p in params], use_tqdm=False)
+
+
+def _revision(model: str, config: Any, revision: str | None) -> str:
+    """As the HF backend names it: a local folder by its content, a hub model by the commit loaded."""
+    local = Path(model)
+    if local.is_dir():
+        return "local-" + folder_digest(local)[:16]
+    return getattr(config, "_commit_hash", None) or revision or "unknown"
+
+
+def engine_context_window(llm: Any) -> int | None:
+    config = getattr(llm, "model_config", None) or getattr(getattr(llm, "llm_engine", None), "model_config", None)
+    return getattr(config, "max_model_len", None)
+
+
+def engine_dtype(llm: Any) -> str | None:
+    config = getattr(llm, "model_config", None) or getattr(getattr(llm, "llm_engine", None), "model_config", None)
+    dtype = getattr(config, "dtype", None)
+    return None if dtype is None else str(dtype).removeprefix("torch.")
+
+
+class VLLMBackend:
+    """Generation and option log-likelihoods with an offline `vllm.LLM`.
+
+    ``max_images`` caps images per prompt (vLLM's ``limit_mm_per_prompt``): a run passes its
+    plan's most (`max_images_per_prompt`). ``adapter`` names the HF backend's family adapter
+    (default: picked by model id and config, as there). ``engine`` replaces the vLLM engine
+    (tests); `engine_args` is what the engine is, or would be, started with.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        max_images: int = 1,
+        revision: str | None = None,
+        dtype: str = "auto",
+        tensor_parallel_size: int = 1,
+        max_model_len: int | None = None,
+        trust_remote_code: bool = False,
+        adapter: str | None = None,
+        seed: int = 0,
+        engine_metrics: bool = False,
+        engine_kwargs: dict | None = None,
+        engine: Engine | None = None,
+    ):
+        config, self.adapter, self.processor = self._load(model, revision, trust_remote_code, adapter)
+        self.tokenizer = getattr(self.processor, "tokenizer", self.processor)
+        if self.adapter.max_images is not None:
+            max_images = min(max_images, self.adapter.max_images)
+        self.engine_args = engine_args(
+            model,
+            max_images=max_images,
+            revision=revision,
+            dtype=dtype,
+            tensor_parallel_size=tensor_parallel_size,
+            max_model_len=max_model_len,
+            trust_remote_code=trust_remote_code,
+            seed=seed,
+            mm_processor_kwargs=self.adapter.processor_kwargs,
+            engine_metrics=engine_metrics,
+            engine_kwargs=engine_kwargs,
+        )
+        self._llm = start_llm(self.engine_args) if engine is None else None
+        self._engine = engine or partial(run_llm, self._llm)
+        self._engine_metrics = engine_metrics
+        self._usage = PrefixCacheUsage()
+        window = engine_context_window(self._llm) or max_model_len
+        window = window or getattr(config.get_text_config(), "max_position_embeddings", None)
+        self.info = ModelInfo(
+            name=str(model),
+            revision=_revision(model, config, revision),
+            backend="vllm",
+            settings={
+                "dtype": engine_dtype(self._llm) or dtype,
+                "tensor_parallel_size": tensor_parallel_size,
+                "max_model_len": window,
+                "scoring": SCORING_VERSION,
+                "adapter": self.adapter.family,
+            },
+        )
+        self.capabilities = Capabilities(
+            max_images=max_images, interleaved=True, loglikelihood=True, chat_template=True, context_window=window
+        )
+
+    @staticmethod
+    def _load(model: str, revision: str | None, trust_remote_code: bool, name: str | None) -> tuple[Any, Adapter, Any]:
+        """The model's config, family adapter and HF processor (set up as the adapter says)."""
+        from transformers import AutoConfig, AutoProcessor
+
+        kwargs = {"revision": revision, "trust_remote_code": trust_remote_code}
+        try:
+            config = AutoConfig.from_pretrained(model, **kwargs)
+        except Exception as exc:
+            raise ModelError(f"model {model!r} could not be loaded: {exc}") from exc
+        adapter = pick_adapter(str(model), getattr(config, "model_type", None), name)
+        if adapter.needs_remote_code and not trust_remote_code:
+            raise ModelError(f"model {model!r} ({adapter.family}) runs its own code: pass --trust-remote-code")
+        try:
+            processor = AutoProcessor.from_pretrained(model, **adapter.processor_kwargs, **kwargs)
+        except Exception as exc:
+            raise ModelError(f"model {model!r} could not be loaded: {exc}") from exc
+        if getattr(processor, "chat_template", None) is None and type(adapter).render is Adapter.render:
+            raise ModelError(f"model {model!r} has no chat template; mmctx renders prompts through it")
+        return config, adapter, processor
+
+    @classmethod
+    def from_spec(cls, spec: str, **kwargs: Any) -> VLLMBackend:
+        """``vllm:<HF id or folder>`` or ``vllm:builtin:<name>``; options only the HF backend uses are dropped."""
+        from mmctx.models import BUILTIN_PREFIX, resolve_builtin
+
+        model = spec.removeprefix(SPEC_PREFIX)
+        for name in _HF_ONLY_OPTIONS:
+            kwargs.pop(name, None)
+        if kwargs.pop("quantization", None):
+            raise ModelError("--quantization is the HF backend's (bitsandbytes); give vLLM's own in engine_kwargs")
+        if not model.startswith(BUILTIN_PREFIX):
+            return cls(model, **kwargs)
+        backend = cls(str(resolve_builtin(model)), **kwargs)
+        backend.info = ModelInfo(spec, backend.info.revision, backend.info.backend, backend.info.settings)
+        return backend
+
+    def usage(self) -> dict:
+        """Prompt tokens computed vs total and the prefix-cache hit rate, over this backend's life."""
+        usage = self._usage.as_dict()
+        if self._engine_metrics and self._llm is not None:
+            try:
+                usage.update(engine_prefix_cache(self._llm.get_metrics()))
+            except Exception:  # noqa: BLE001 - metrics are a report, never a failure
+                pass
+        return usage
+
+    # ---- engine calls --------------------------------------------------------------------------
+
+    def _run(self, prompts: list[dict], params: list[dict]) -> list[Any]:
+        """Outputs in order; a batch that fails is sent again one by one, and a prompt that
+        still fails comes back as its error string, so one bad prompt never fails the rest."""
+        if not prompts:
+            return []
+        try:
+            outputs = list(self._engine(prompts, params))
+        except Exception as exc:  # noqa: BLE001 - recorded per request
+            if len(prompts) == 1:
+                return [describe_failure(exc)]
+            return [out for p, sp in zip(prompts, params) for out in self._run([p], [sp])]
+        self._usage.record(outputs)
+        return outputs
+
+    def _render(self, conversation: list[dict], generation_prompt: bool) -> str:
+        """The prompt text, rendered as the HF backend renders it (the adapter's chat template)."""
+        return self.adapter.render(self.processor, conversation, generation_prompt)
+
+    def _images(self, parts: list[ImagePart]) -> list[Any]:
+        return [load_image(part.path, part.sha256) for part in parts]
+
+    # ---- generate ------------------------------------------------------------------------------
+
+    def generate(self, requests: list[GenerateRequest]) -> list[Generation]:
+        prompts: list[dict | str] = []
+        for request in requests:
+            try:
+                conversation, images = chat_conversation(request.messages)
+                prompts.append(engine_prompt(self._render(conversation, True), self._images(images)))
+            except Exception as exc:  # noqa: BLE001 - a bad image fails its request only
+                prompts.append(describe_failure(exc))
+        ready = [i for i, p in enumerate(prompts) if isinstance(p, dict)]
+        outputs = self._run([prompts[i] for i in ready], [generation_params(requests[i]) for i in ready])
+        results: list[Any] = list(prompts)
+        for i, output in zip(ready, outputs):
+            results[i] = output
+        window = self.capabilities.context_window
+        return [read_generation(out, r.max_new_tokens, window) for out, r in zip(results, requests)]
+
+    # ---- score ---------------------------------------------------------------------------------
+
+    def _query(self, request: ScoreRequest) -> tuple[list[OptionRequest], list[Any]]:
+        """One query's option requests and its images (shared by all its options)."""
+        conversation, images = chat_conversation(request.messages)
+        prompt_text = self._render(conversation, True)
+        answered = [self._render(conversation + [answer_turn(o)], False) for o in request.options]
+        options = option_requests(self.tokenizer, prompt_text, answered, request.options, self.info.name)
+        return options, self._images(images)
+
+    def score(self, requests: list[ScoreRequest]) -> list[OptionScores]:
+        """All options of all ``requests`` go to the engine together."""
+        queries: list[tuple[list[OptionRequest], list[Any]] | str] = []
+        for request in requests:
+            try:
+                queries.append(self._query(request))
+            except Exception as exc:  # noqa: BLE001 - a template or image problem fails its query only
+                queries.append(describe_failure(exc))
+        flat = [(q, option) for q, query in enumerate(queries) if not isinstance(query, str) for option in query[0]]
+        prompts = [engine_prompt(option.text, queries[q][1]) for q, option in flat]
+        outputs = self._prompt_logprobs(prompts, [option for _, option in flat])
+        by_query: dict[int, list[Any]] = {}
+        for (q, _), output in zip(flat, outputs):
+            by_query.setdefault(q, []).append(output)
+        return [self._query_scores(query, by_query.get(q, [])) for q, query in enumerate(queries)]
+
+    def _prompt_logprobs(self, prompts: list[dict], options: list[OptionRequest]) -> list[Any]:
+        """One output per option; where the prefix-cache hit reached the option, computed again
+        with the cache unread (see the module doc)."""
+        outputs = self._run(prompts, [score_params()] * len(prompts))
+        redo = [
+            i
+            for i, (out, option) in enumerate(zip(outputs, options))
+            if not isinstance(out, str) and cache_covers_option(out, option)
+        ]
+        self._usage.recomputed += len(redo)
+        again = self._run([prompts[i] for i in redo], [score_params(read_cache=False)] * len(redo))
+        for i, out in zip(redo, again):
+            outputs[i] = out
+        return outputs
+
+    def _query_scores(self, query: tuple[list[OptionRequest], list[Any]] | str, outputs: list[Any]) -> OptionScores:
+        if isinstance(query, str):
+            return OptionScores(error=query)
+        failed = next((out for out in outputs if isinstance(out, str)), None)
+        if failed is not None:
+            return OptionScores(error=failed)
+        try:
+            return option_scores(outputs, query[0], self.info.name, self.capabilities.context_window)
+        except ModelError as exc:
+            return OptionScores(error=describe_failure(exc))

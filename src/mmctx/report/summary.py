@@ -1,0 +1,400 @@
+"""Summary tables over several runs, and `write_report`, the one call behind ``mmctx report``.
+
+- Table 1's evaluation columns (0-Shot, 4-Rand, 4-Sim, 4-Sim+CoT, 8-Sim+CoT): each model's
+  ``Avg.`` accuracy per setting (generation by default, as in the paper).
+- The comparison table: per model and scorer, "does k-shot beat 0-shot / similar beat random /
+  CoT beat no CoT", with the paired difference, its 95% CI and McNemar's p (`score.stats`).
+- Uncertainty and difficulty summaries (paper C.1 and C.2).
+
+`write_report` writes all of it into one folder: ``report.md`` plus CSVs, optionally LaTeX
+(`report.latex`) and figures (`report.paper_figures`).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from mmctx.run.settings import Setting
+from mmctx.score import stats
+from mmctx.score.results import AVERAGE, CellMetrics, SampleResult, score_run, summarize
+
+ModelCells = tuple[str, Sequence[CellMetrics]]
+ModelResults = tuple[str, Sequence[SampleResult]]
+
+# Table 1's evaluation columns: (header, setting).
+TABLE1_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("0-Shot", "0-shot"),
+    ("4-Rand", "4-random"),
+    ("4-Sim", "4-similar"),
+    ("4-Sim+CoT", "4-similar-cot"),
+    ("8-Sim+CoT", "8-similar-cot"),
+)
+
+
+# --- settings: order and labels -----------------------------------------------------------------
+
+
+def setting_key(name: str) -> tuple[int, str, bool]:
+    """The tables' order: by shots, then random before similar, then without CoT first."""
+    s = Setting.parse(name)
+    return (s.shots, s.demos or "", s.cot)
+
+
+def ordered_settings(names: Sequence[str]) -> list[str]:
+    return sorted(set(names), key=setting_key)
+
+
+def setting_label(name: str) -> str:
+    """``4-similar-cot`` → ``4-Sim+CoT``, as in Table 1."""
+    s = Setting.parse(name)
+    base = (
+        f"{s.shots}-Shot"
+        if s.shots == 0
+        else f"{s.shots}-" + {"random": "Rand", "similar": "Sim"}.get(s.demos or "", str(s.demos))
+    )
+    return base + ("+CoT" if s.cot else "")
+
+
+def _pct(value: float, decimals: int = 1) -> str:
+    return "–" if value is None or math.isnan(value) else f"{value * 100:.{decimals}f}"
+
+
+def _md_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _write_csv(path: Path, rows: Sequence[dict]) -> Path:
+    path = Path(path)
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        fields = list(rows[0]) if rows else []
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+# --- Table 1 ------------------------------------------------------------------------------------
+
+
+def table1_values(runs: Sequence[ModelCells], scorer: str = "generate") -> list[tuple[str, list[float]]]:
+    """Per model, the ``Avg.`` accuracy (fraction) of each Table 1 column; ``nan`` where not run."""
+    out = []
+    for model, cells in runs:
+        avg = {c.setting: c.accuracy for c in cells if c.task == AVERAGE and c.scorer == scorer}
+        out.append((model, [avg.get(setting, math.nan) for _, setting in TABLE1_COLUMNS]))
+    return out
+
+
+def table1_markdown(runs: Sequence[ModelCells], scorer: str = "generate") -> str:
+    head = ["Model"] + [h for h, _ in TABLE1_COLUMNS]
+    rows = [[model] + [_pct(v, 2) for v in values] for model, values in table1_values(runs, scorer)]
+    return _md_table(head, rows)
+
+
+def table1_rows(runs: Sequence[ModelCells], scorer: str = "generate") -> list[dict]:
+    return [
+        {"model": model, "scorer": scorer} | {h: v for (h, _), v in zip(TABLE1_COLUMNS, values)}
+        for model, values in table1_values(runs, scorer)
+    ]
+
+
+# --- comparison table ---------------------------------------------------------------------------
+
+
+def comparison_rows(
+    runs: Sequence[ModelResults], *, per_task: bool = False, seed: int = 0
+) -> list[stats.ComparisonRow]:
+    return [
+        row for model, results in runs for row in stats.compare_settings(model, results, per_task=per_task, seed=seed)
+    ]
+
+
+def _p(p_value: float) -> str:
+    return "–" if math.isnan(p_value) else "<0.001" if p_value < 0.001 else f"{p_value:.3f}"
+
+
+def comparison_markdown(rows: Sequence[stats.ComparisonRow]) -> str:
+    """One line per (model, scorer, question). Δ in points; ``*`` p < 0.05, ``**`` p < 0.01 (McNemar)."""
+    head = [
+        "Model",
+        "Scorer",
+        "Comparison",
+        "Baseline",
+        "Treatment",
+        "Δ (pp)",
+        "95% CI (pp)",
+        "n",
+        "+/−",
+        "p",
+        "Dropped",
+    ]
+    body = []
+    for row in rows:
+        r = row.result
+        delta = "–" if math.isnan(r.difference) else f"{r.difference * 100:+.1f}{r.mark}"
+        ci = "–" if math.isnan(r.ci_low) else f"[{r.ci_low * 100:+.1f}, {r.ci_high * 100:+.1f}]"
+        label = row.question if row.task == AVERAGE else f"{row.question} · {row.task}"
+        body.append(
+            [
+                row.model,
+                row.scorer,
+                label,
+                f"{r.baseline} {_pct(r.baseline_accuracy)}",
+                f"{r.treatment} {_pct(r.treatment_accuracy)}",
+                delta,
+                ci,
+                str(r.n),
+                f"{r.only_treatment}/{r.only_baseline}",
+                f"{_p(r.p_value)} ({r.test})",
+                str(r.dropped),
+            ]
+        )
+    notes = (
+        "Δ = treatment − baseline accuracy on the items both settings answered (mean over tasks), "
+        "95% paired bootstrap CI; +/− = items only the treatment / only the baseline got right; "
+        "p: McNemar's test (exact binomial below 25 discordant items); * p < 0.05, ** p < 0.01. "
+        "Dropped: items with an error or no response in either setting.\n"
+    )
+    return _md_table(head, body) + "\n" + notes
+
+
+def comparison_csv_rows(rows: Sequence[stats.ComparisonRow]) -> list[dict]:
+    return [
+        {"model": r.model, "scorer": r.scorer, "question": r.question, "task": r.task}
+        | asdict(r.result)
+        | {"mark": r.result.mark}
+        for r in rows
+    ]
+
+
+# --- uncertainty and difficulty -----------------------------------------------------------------
+
+
+def _by_setting(results: Sequence[SampleResult]) -> dict[str, list[SampleResult]]:
+    groups: dict[str, list[SampleResult]] = defaultdict(list)
+    for r in results:
+        if r.probs:
+            groups[r.setting].append(r)
+    return {s: groups[s] for s in ordered_settings(list(groups))}
+
+
+def uncertainty(
+    runs: Sequence[ModelResults], n_bins: int = stats.N_BINS
+) -> list[tuple[str, list[stats.ConfidenceSplit], list[stats.ReliabilityDiagram]]]:
+    """Per model with option probabilities (ppl results): per setting, the split and the diagram."""
+    out = []
+    for model, results in runs:
+        groups = _by_setting(results)
+        if groups:
+            splits = [stats.confidence_split(s, rs) for s, rs in groups.items()]
+            diagrams = [stats.reliability_diagram(s, rs, n_bins) for s, rs in groups.items()]
+            out.append((model, splits, diagrams))
+    return out
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(np.mean(values)) if len(values) else math.nan
+
+
+def uncertainty_rows(
+    data: Sequence[tuple[str, list[stats.ConfidenceSplit], list[stats.ReliabilityDiagram]]],
+) -> list[dict]:
+    return [
+        {
+            "model": model,
+            "setting": split.setting,
+            "n_correct": len(split.correct),
+            "mean_p_correct": _mean(split.correct),
+            "n_incorrect": len(split.incorrect),
+            "mean_p_incorrect": _mean(split.incorrect),
+            "ece": diagram.ece,
+            "brier": diagram.brier,
+        }
+        for model, splits, diagrams in data
+        for split, diagram in zip(splits, diagrams)
+    ]
+
+
+def reliability_rows(
+    data: Sequence[tuple[str, list[stats.ConfidenceSplit], list[stats.ReliabilityDiagram]]],
+) -> list[dict]:
+    return [
+        {
+            "model": model,
+            "setting": d.setting,
+            "bin": i,
+            "low": d.edges[i],
+            "high": d.edges[i + 1],
+            "count": d.counts[i],
+            "accuracy": d.accuracy[i],
+            "confidence": d.confidence[i],
+        }
+        for model, _, diagrams in data
+        for d in diagrams
+        for i in range(len(d.counts))
+    ]
+
+
+def uncertainty_markdown(rows: Sequence[dict]) -> str:
+    head = ["Model", "Setting", "n correct", "mean p (correct)", "n incorrect", "mean p (incorrect)", "ECE", "Brier"]
+    body = [
+        [
+            r["model"],
+            r["setting"],
+            str(r["n_correct"]),
+            _num(r["mean_p_correct"]),
+            str(r["n_incorrect"]),
+            _num(r["mean_p_incorrect"]),
+            _num(r["ece"]),
+            _num(r["brier"]),
+        ]
+        for r in rows
+    ]
+    return _md_table(head, body)
+
+
+def _num(value: float) -> str:
+    return "–" if math.isnan(value) else f"{value:.3f}"
+
+
+def difficulty_counts(runs: Sequence[ModelResults]) -> list[stats.DifficultyCounts]:
+    """Figure 10 per (scorer, setting) planned in every run; buckets scaled to the number of runs."""
+    present = [{(r.setting, r.scorer) for r in results} for _, results in runs]
+    common = set.intersection(*present) if present else set()
+    pairs = sorted(common, key=lambda p: (p[1] != "generate", p[1], setting_key(p[0])))
+    return [stats.difficulty([results for _, results in runs], setting, scorer) for setting, scorer in pairs]
+
+
+def difficulty_rows(counts: Sequence[stats.DifficultyCounts]) -> list[dict]:
+    return [
+        {"scorer": d.scorer, "setting": d.setting, "bucket": label, "low": low, "high": high, "items": n}
+        | {"n_models": d.n_models, "unscored": d.unscored}
+        for d in counts
+        for label, (low, high), n in zip(d.labels, d.buckets, d.counts)
+    ]
+
+
+def difficulty_markdown(counts: Sequence[stats.DifficultyCounts]) -> str:
+    if not counts:
+        return ""
+    out = []
+    for scorer in dict.fromkeys(d.scorer for d in counts):
+        mine = [d for d in counts if d.scorer == scorer]
+        head = ["Setting"] + list(mine[0].labels) + ["Items", "Unscored"]
+        body = [[d.setting] + [str(n) for n in d.counts] + [str(d.n_items), str(d.unscored)] for d in mine]
+        out.append(f"{scorer} — items by number of models (of {mine[0].n_models}) answering correctly:\n\n")
+        out.append(_md_table(head, body) + "\n")
+    return "".join(out)
+
+
+# --- the report ---------------------------------------------------------------------------------
+
+
+def write_report(
+    runs: Sequence[tuple[str, Path]],
+    out: Path,
+    latex: bool = True,
+    figures: bool = True,
+    *,
+    seed: int = 0,
+) -> list[Path]:
+    """Score each ``(model name, run folder)`` from its stored responses and write the report.
+
+    Run folders are only read (nothing is re-written into them). Returns the written paths.
+    """
+    return write_report_results(
+        [(model, score_run(Path(path))) for model, path in runs], out, latex, figures, seed=seed
+    )
+
+
+def write_report_results(
+    runs: Sequence[ModelResults],
+    out: Path,
+    latex: bool = True,
+    figures: bool = True,
+    *,
+    seed: int = 0,
+) -> list[Path]:
+    """`write_report` from already scored results, one ``(model name, results)`` per model.
+
+    Files (in ``out``):
+
+    - ``report.md``: Table 1 columns, the comparison table, Table 4/5 layout, uncertainty, difficulty;
+    - ``metrics.csv`` (every cell), ``table1.csv``, ``comparisons.csv`` (one row per model ×
+      scorer × comparison), ``comparisons_by_task.csv``, ``uncertainty.csv``, ``reliability.csv``,
+      ``difficulty.csv``;
+    - with ``latex``: ``table1.tex``, ``table4.tex`` (generation), ``table5.tex`` (ppl);
+    - with ``figures`` (PNG + PDF each): ``accuracy_generate``, ``accuracy_ppl``, ``uncertainty``,
+      ``reliability``, ``difficulty_generate``, ``difficulty_ppl`` — each only where its data exists.
+    """
+    from mmctx.report.tables import markdown_tables, write_csv
+
+    names = [model for model, _ in runs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"model names must be unique, got {names}")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    cells = [(model, summarize(list(results))) for model, results in runs]
+    scorers = {c.scorer for _, cs in cells for c in cs}
+    by_task = comparison_rows(runs, per_task=True, seed=seed)  # Avg. rows and per-task rows
+    comparisons = [row for row in by_task if row.task == AVERAGE]
+    unc = uncertainty(runs)
+    diff = difficulty_counts(runs)
+
+    paths: list[Path] = []
+    write_csv([(m, list(cs)) for m, cs in cells], out / "metrics.csv")
+    paths.append(out / "metrics.csv")
+    paths.append(_write_csv(out / "table1.csv", [row for s in sorted(scorers) for row in table1_rows(cells, s)]))
+    paths.append(_write_csv(out / "comparisons.csv", comparison_csv_rows(comparisons)))
+    paths.append(_write_csv(out / "comparisons_by_task.csv", comparison_csv_rows(by_task)))
+    paths.append(_write_csv(out / "uncertainty.csv", uncertainty_rows(unc)))
+    paths.append(_write_csv(out / "reliability.csv", reliability_rows(unc)))
+    paths.append(_write_csv(out / "difficulty.csv", difficulty_rows(diff)))
+
+    sections = ["# mmctx report\n", f"Models: {', '.join(names)}\n"]
+    for scorer in ("generate", "ppl"):
+        if scorer in scorers:
+            sections.append(f"## Table 1 columns ({scorer}: Avg. accuracy, %)\n\n" + table1_markdown(cells, scorer))
+    sections.append("## Paired comparisons\n\n" + comparison_markdown(comparisons))
+    sections.append(markdown_tables([(m, list(cs)) for m, cs in cells]))
+    if unc:
+        sections.append(
+            "## Uncertainty (ppl: probability of the chosen option)\n\n" + uncertainty_markdown(uncertainty_rows(unc))
+        )
+    if diff:
+        sections.append("## Difficulty (Figure 10)\n\n" + difficulty_markdown(diff))
+    (out / "report.md").write_text("\n".join(sections), encoding="utf-8")
+    paths.append(out / "report.md")
+
+    if latex:
+        from mmctx.report import latex as tex
+
+        (out / "table1.tex").write_text(tex.table1_latex(cells), encoding="utf-8")
+        paths.append(out / "table1.tex")
+        for scorer, name in (("generate", "table4.tex"), ("ppl", "table5.tex")):
+            if scorer in scorers:
+                (out / name).write_text(tex.accuracy_table_latex(cells, scorer), encoding="utf-8")
+                paths.append(out / name)
+
+    if figures:
+        from mmctx.report import paper_figures as fig
+
+        for scorer in ("generate", "ppl"):
+            if scorer in scorers:
+                paths += fig.accuracy_bars(cells, scorer, out / f"accuracy_{scorer}")
+            mine = [d for d in diff if d.scorer == scorer]
+            if mine:
+                paths += fig.difficulty_bars(mine, out / f"difficulty_{scorer}")
+        if unc:
+            paths += fig.uncertainty_violins([(m, splits) for m, splits, _ in unc], out / "uncertainty")
+            paths += fig.reliability_diagrams([(m, diagrams) for m, _, diagrams in unc], out / "reliability")
+    return paths
