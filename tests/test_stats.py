@@ -275,3 +275,46 @@ def test_difficulty_counts_by_hand() -> None:
 def test_difficulty_labels_follow_the_paper() -> None:
     runs = [results("c", "0-shot")] * 26
     assert difficulty(runs, "0-shot", "generate").labels == ("[0–6]", "[7–13]", "[14–20]", "[21+]")
+
+
+def test_demo_orders_permute_the_same_demos_and_report_sensitivity(tmp_path):
+    """`--demo-orders 3`: each few-shot setting in stored order plus two seeded permutations."""
+    from mmctx.data.shapes import build_benchmark
+    from mmctx.run.evaluate import evaluate
+    from mmctx.run.plan import GenerationLimits
+    from mmctx.score.stats import order_sensitivity
+
+    bench = build_benchmark(tmp_path / "bench", queries_per_task=1)
+    out = evaluate(tmp_path / "bench", "builtin:tiny-llava", tmp_path / "run", settings="0-shot,4-similar",
+                   scorers="ppl", limit=1, demo_orders=3, limits=GenerationLimits(4, 4),
+                   tasks=["counting", "plurality"], show_progress=False)  # fmt: skip
+    assert {r.setting for r in out.results} == {"0-shot", "4-similar", "4-similar#o1", "4-similar#o2"}
+    import json
+
+    requests = [json.loads(line) for line in open(tmp_path / "run" / "requests.jsonl")]
+    for q in {r["query_id"] for r in requests}:
+        demos = {r["setting"]: r["demo_ids"] for r in requests if r["query_id"] == q}
+        stored = bench.queries[[x.id for x in bench.queries].index(q)].demo_keys["similar"][:4]
+        assert demos["4-similar"] == stored
+        assert sorted(demos["4-similar#o1"]) == sorted(stored) and sorted(demos["4-similar#o2"]) == sorted(stored)
+        assert len({tuple(demos[s]) for s in ("4-similar", "4-similar#o1", "4-similar#o2")}) > 1
+    (sens,) = order_sensitivity(out.results)
+    assert sens.setting == "4-similar" and len(sens.accuracies) == 3 and sens.n == len({r.query_id for r in out.results})
+    assert 0.0 <= sens.agreement <= 1.0 and sens.spread >= 0.0
+
+
+def test_order_sensitivity_by_hand():
+    from mmctx.score.results import SampleResult
+    from mmctx.score.stats import order_sensitivity
+
+    def r(q, setting, pred, gold=0):
+        return SampleResult(f"{setting}/ppl/{q}", q, "counting", "s", setting, "ppl", gold, pred,
+                            "correct" if pred == gold else "wrong")  # fmt: skip
+
+    results = [r("a", "4-random", 0), r("b", "4-random", 1), r("c", "4-random", 0),
+               r("a", "4-random#o1", 0), r("b", "4-random#o1", 0), r("c", "4-random#o1", 1),
+               r("a", "0-shot", 0)]  # fmt: skip
+    (s,) = order_sensitivity(results)
+    assert s.accuracies == (2 / 3, 2 / 3) and s.spread == 0.0
+    assert s.agreement == 1 / 3  # only item a has the same prediction in both orders
+    assert s.n == 3

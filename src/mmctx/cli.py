@@ -101,6 +101,7 @@ def run(
     score_mode: Optional[str] = typer.Option(None, help="openai: models: none or vllm_prompt_logprobs (for ppl)."),
     retry_errors: bool = typer.Option(False, help="Ask again for requests stored as errors."),
     shard: Optional[str] = typer.Option(None, help="i/n: run only shard i of n (queries split by a hash of their id)."),
+    demo_orders: int = typer.Option(1, help="Evaluate each few-shot setting in N demo orders (order sensitivity)."),
     ray: bool = typer.Option(False, "--ray", help="Run on Ray: one model replica per GPU, one run folder (mmctx[ray])."),
     ray_address: Optional[str] = typer.Option(None, help="--ray: cluster to join (default: RAY_ADDRESS, else a local one)."),
     ray_workers: Optional[int] = typer.Option(None, help="--ray: model replicas (default: one per GPU, 2 without GPUs)."),
@@ -141,6 +142,7 @@ def run(
             },
             retry_errors=retry_errors,
             shard=shard,
+            demo_orders=demo_orders,
             show_progress=progress,
             ray=RayOptions(address=ray_address, workers=ray_workers) if ray else None,
         )

@@ -372,6 +372,22 @@ def write_report_results(
         )
     if diff:
         sections.append("## Difficulty (Figure 10)\n\n" + difficulty_markdown(diff))
+    orders = [(model, o) for model, results in runs for o in stats.order_sensitivity(results)]
+    if orders:
+        rows = [
+            {"model": m, "setting": o.setting, "scorer": o.scorer, "orders": len(o.accuracies), "n": o.n,
+             "accuracies": " / ".join(f"{100 * a:.1f}" for a in o.accuracies), "spread": round(100 * o.spread, 1),
+             "std": round(100 * o.std, 2), "agreement": round(100 * o.agreement, 1)}
+            for m, o in orders
+        ]  # fmt: skip
+        paths.append(_write_csv(out / "order_sensitivity.csv", rows))
+        head = "| model | setting | scorer | orders | n | accuracy per order (%) | spread | std | agreement (%) |"
+        lines = [head, "|" + "---|" * 9] + [
+            f"| {r['model']} | {r['setting']} | {r['scorer']} | {r['orders']} | {r['n']} | {r['accuracies']} | "
+            f"{r['spread']} | {r['std']} | {r['agreement']} |"
+            for r in rows
+        ]
+        sections.append("## Demo-order sensitivity\n\n" + "\n".join(lines) + "\n")
     (out / "report.md").write_text("\n".join(sections), encoding="utf-8")
     paths.append(out / "report.md")
 

@@ -18,7 +18,7 @@ from mmctx.prompts.presets import get_preset
 from mmctx.run.distributed import RayOptions
 from mmctx.run.plan import GenerationLimits, Shard, plan_requests, take_shard
 from mmctx.run.runner import RunConfig, RunStats, check_capabilities, execute, manifest_for, open_run
-from mmctx.run.settings import parse_scorers, parse_settings
+from mmctx.run.settings import parse_scorers, parse_settings, with_demo_orders
 from mmctx.score.results import CellMetrics, SampleResult, score_run, summarize, write_scores
 
 
@@ -51,6 +51,7 @@ def evaluate(
     quantization: str | None = None,
     backend_options: dict | None = None,
     retry_errors: bool = False,
+    demo_orders: int = 1,
     shard: str | None = None,
     show_progress: bool = True,
     backend_factory: Callable[..., Backend] = load_backend,
@@ -62,7 +63,7 @@ def evaluate(
         benchmark=str(Path(benchmark).resolve()),
         benchmark_name=bench.name,
         benchmark_sha256=bench.fingerprint(),
-        settings=[s.name for s in parse_settings(settings)],
+        settings=[s.name for s in with_demo_orders(parse_settings(settings), demo_orders)],  # recorded: changes scores
         scorers=parse_scorers(scorers),
         preset=preset,
         seed=seed,
@@ -72,9 +73,8 @@ def evaluate(
         batch_size=batch_size,
         shard=shard,
     )
-    plan = plan_requests(
-        bench, parse_settings(settings), config.scorers, get_preset(preset), seed, limits, limit=limit, tasks=tasks
-    )
+    grid = with_demo_orders(parse_settings(settings), demo_orders)
+    plan = plan_requests(bench, grid, config.scorers, get_preset(preset), seed, limits, limit=limit, tasks=tasks)
     plan = take_shard(plan, Shard.parse(shard) if shard else None)
     extra = {k: v for k, v in (("adapter", adapter), ("quantization", quantization)) if v}
     extra.update(backend_options or {})  # backend-specific: base_url, max_concurrency, score_mode, …

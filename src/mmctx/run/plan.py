@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 from dataclasses import dataclass, replace
 
 from mmctx.models.base import ModelInfo
-from mmctx.prompts.build import BuiltPrompt, PromptError, build_prompt
+from mmctx.prompts.build import BuiltPrompt, PromptError, build_prompt, derived_seed
 from mmctx.prompts.messages import prompt_fingerprint, to_jsonable
 from mmctx.prompts.presets import Preset
 from mmctx.run.settings import Setting
@@ -106,6 +107,8 @@ def plan_requests(
         for setting in settings:
             try:
                 demos = bench.demos_for(q, setting.demos, setting.shots, setting.cot) if setting.shots else []
+                if setting.order:  # order sensitivity: the same demos, permuted per (seed, order, query)
+                    random.Random(derived_seed(seed, "demo-order", str(setting.order), q.id)).shuffle(demos)
             except BenchmarkError as exc:
                 problems.extend(exc.problems)
                 continue

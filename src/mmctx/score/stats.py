@@ -420,3 +420,48 @@ def difficulty(
     counts, unscored = correct_counts(runs, setting, scorer)
     per_bucket = [sum(low <= c <= high for c in counts.values()) for low, high in buckets]
     return DifficultyCounts(setting, scorer, n_models, tuple(buckets), tuple(per_bucket), unscored)
+
+
+# --- demo-order sensitivity -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OrderSensitivity:
+    """One few-shot setting evaluated in several demo orders (``mmctx run --demo-orders N``)."""
+
+    setting: str  # the setting with demos in stored order
+    scorer: str
+    accuracies: tuple[float, ...]  # per order, stored order first, over items answered in every order
+    agreement: float  # share of those items whose prediction is the same in every order
+    n: int
+
+    @property
+    def spread(self) -> float:
+        return max(self.accuracies) - min(self.accuracies)
+
+    @property
+    def std(self) -> float:
+        return float(np.std(self.accuracies))
+
+
+def order_sensitivity(results: Iterable[SampleResult]) -> list[OrderSensitivity]:
+    """Per (setting, scorer) run in more than one demo order: accuracy per order and agreement."""
+    from mmctx.run.settings import Setting
+
+    groups: dict[tuple[str, str], dict[int, dict[ItemKey, SampleResult]]] = {}
+    for r in results:
+        setting = Setting.parse(r.setting)
+        if r.answered:
+            groups.setdefault((setting.base.name, r.scorer), {}).setdefault(setting.order, {})[(r.task, r.query_id)] = r
+    out = []
+    for (setting, scorer), by_order in sorted(groups.items()):
+        if len(by_order) < 2:
+            continue
+        orders = [by_order[o] for o in sorted(by_order)]
+        items = sorted(set.intersection(*(set(o) for o in orders)))
+        if not items:
+            continue
+        accuracies = tuple(float(np.mean([o[i].correct for i in items])) for o in orders)
+        agreement = float(np.mean([len({o[i].pred for o in orders}) == 1 for i in items]))
+        out.append(OrderSensitivity(setting, scorer, accuracies, agreement, len(items)))
+    return out
