@@ -187,3 +187,15 @@ def test_write_report_end_to_end(tiny_runs, tmp_path: Path) -> None:
     report = (out / "report.md").read_text()
     assert re.search(r"\| tiny-llava \| ppl \| 4-shot similar vs random \|", report)
     assert r"\begin{table*}" in (out / "table4.tex").read_text()
+
+
+def test_capability_heatmap_and_complexity_scatter_are_written(tmp_path):
+    """CLBench-V's Figure 2 and the complexity analysis, from synthetic scores (its runs come with issue 6)."""
+    from mmctx.report.paper_figures import capability_heatmap, complexity_scatter
+
+    scores = {"model-a": {"ReasonMap": 0.4, "ZeroBench": 0.1}, "model-b": {"ReasonMap": 0.6, "ZeroBench": 0.05}}
+    paths = capability_heatmap(scores, tmp_path / "heatmap")
+    points = [(100.0 * i, 1.0 - i / 20) for i in range(20)]
+    paths += complexity_scatter(points, tmp_path / "scatter")
+    assert {p.name for p in paths} == {"heatmap.png", "heatmap.pdf", "scatter.png", "scatter.pdf"}
+    assert all(p.stat().st_size > 1000 for p in paths)

@@ -253,3 +253,52 @@ def difficulty_bars(counts: Sequence[DifficultyCounts], out: Path) -> list[Path]
         ax.legend(title="models correct", ncol=len(labels), loc="upper center", bbox_to_anchor=(0.5, -0.12),
                   frameon=False)  # fmt: skip
         return _finish(plt, fig, out)
+
+
+def capability_heatmap(scores: dict[str, dict[str, float]], out: Path, title: str = "Capability profile") -> list[Path]:
+    """CLBench-V Figure 2: models (rows) × datasets (columns), scores in %, each column's best outlined.
+
+    ``scores[model][dataset]`` in [0, 1]; a missing cell is left blank.
+    """
+    models = list(scores)
+    datasets = sorted({d for row in scores.values() for d in row})
+    grid = np.array([[scores[m].get(d, np.nan) for d in datasets] for m in models], dtype=float)
+    with _paper_style() as plt:
+        fig, ax = plt.subplots(figsize=(max(4.0, 0.55 * len(datasets) + 2), max(2.0, 0.35 * len(models) + 1)))
+        image = ax.imshow(100 * grid, cmap="cividis", vmin=0, vmax=100, aspect="auto")
+        ax.set_xticks(range(len(datasets)), datasets, rotation=45, ha="right")
+        ax.set_yticks(range(len(models)), models)
+        for j in range(len(datasets)):
+            column = grid[:, j]
+            if np.all(np.isnan(column)):
+                continue
+            best = int(np.nanargmax(column))
+            ax.add_patch(plt.Rectangle((j - 0.5, best - 0.5), 1, 1, fill=False, edgecolor="#D55E00", linewidth=1.5))
+            for i, value in enumerate(column):
+                if not np.isnan(value):
+                    ax.text(j, i, f"{100 * value:.0f}", ha="center", va="center", fontsize=6,
+                            color="white" if value < 0.5 else "black")  # fmt: skip
+        fig.colorbar(image, ax=ax, label="score (%)")
+        ax.set_title(title)
+        return _finish(plt, fig, out)
+
+
+def complexity_scatter(
+    points: Sequence[tuple[float, float]], out: Path, xlabel: str = "context tokens", title: str = "Context complexity"
+) -> list[Path]:
+    """Score against a context-complexity measure (tokens, image count), with Pearson and Spearman in the title."""
+    from scipy import stats as sps
+
+    x = np.array([p[0] for p in points], dtype=float)
+    y = np.array([p[1] for p in points], dtype=float)
+    with _paper_style() as plt:
+        fig, ax = plt.subplots(figsize=(3.5, 3.0))
+        ax.scatter(x, 100 * y, s=10, color="#0072B2", alpha=0.7, linewidths=0)
+        if len(points) >= 3 and np.std(x) > 0 and np.std(y) > 0:
+            r, _ = sps.pearsonr(x, y)
+            rho, _ = sps.spearmanr(x, y)
+            title = f"{title}\nPearson r = {r:.2f}, Spearman ρ = {rho:.2f}"
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("score (%)")
+        ax.set_title(title)
+        return _finish(plt, fig, out)
