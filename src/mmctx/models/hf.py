@@ -31,8 +31,17 @@ from mmctx.models.base import (
 )
 from mmctx.models.adapters import Adapter, adapter_for
 from mmctx.models.revision import folder_digest
-from mmctx.models.spans import ModelError, answer_turn, common_prefix, continuations, option_spans, option_tokens, text_ids
-from mmctx.prompts.messages import ImagePart, Prompt, TextPart
+from mmctx.models.spans import (
+    ModelError,
+    answer_turn,
+    chat_conversation,
+    common_prefix,
+    continuations,
+    option_spans,
+    option_tokens,
+    text_ids,
+)
+from mmctx.prompts.messages import Prompt
 
 
 # Part of every cache key: bump when how option spans or scores are computed changes.
@@ -152,18 +161,12 @@ class HFBackend:
 
     @staticmethod
     def _hf_messages(messages: Prompt) -> tuple[list[dict], list[Image.Image]]:
-        hf, images = [], []
-        for m in messages:
-            content = []
-            for part in m.content:
-                if isinstance(part, TextPart):
-                    content.append({"type": "text", "text": part.text})
-                elif isinstance(part, ImagePart):
-                    content.append({"type": "image"})
-                    with Image.open(part.path) as im:
-                        images.append(im.convert("RGB"))
-            hf.append({"role": m.role, "content": content})
-        return hf, images
+        conversation, parts = chat_conversation(messages)
+        images = []
+        for part in parts:
+            with Image.open(part.path) as im:
+                images.append(im.convert("RGB"))
+        return conversation, images
 
     @staticmethod
     def _adapter(model: str, name: str | None, kwargs: dict) -> Adapter:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from mmctx.prompts.messages import ImagePart, Prompt, TextPart
+
 
 class ModelError(RuntimeError):
     """The model cannot run this job (missing chat template, not loadable, …)."""
@@ -93,3 +95,19 @@ def option_spans(
     if min(starts) < 0:
         raise ModelError(f"{model}: an option's tokens reach into the shared prompt")
     return len(prompt_ids) - shared, suffixes, starts
+
+
+def chat_conversation(prompt: Prompt) -> tuple[list[dict], list[ImagePart]]:
+    """The typed prompt as a chat-template conversation (images as ``{"type": "image"}`` parts,
+    the form HF processors' templates take) and its images, in the order the model sees them."""
+    conversation, images = [], []
+    for message in prompt:
+        content = []
+        for part in message.content:
+            if isinstance(part, TextPart):
+                content.append({"type": "text", "text": part.text})
+            elif isinstance(part, ImagePart):
+                content.append({"type": "image"})
+                images.append(part)
+        conversation.append({"role": message.role, "content": content})
+    return conversation, images

@@ -72,7 +72,7 @@ from mmctx.models.base import (
     ScoreRequest,
 )
 from mmctx.models.revision import folder_digest
-from mmctx.models.spans import ModelError, answer_turn, continuations, option_spans
+from mmctx.models.spans import ModelError, answer_turn, chat_conversation, continuations, option_spans
 from mmctx.prompts.messages import ImagePart, Prompt, TextPart
 
 SPEC_PREFIX = "vllm:"
@@ -87,22 +87,6 @@ Engine = Callable[[list[dict], list[dict]], Sequence[Any]]
 
 
 # ---- messages → engine prompts ---------------------------------------------------------------
-
-
-def chat_conversation(prompt: Prompt) -> tuple[list[dict], list[ImagePart]]:
-    """The typed prompt as a chat-template conversation (images as ``{"type": "image"}`` parts,
-    the form HF processors' templates take) and its images, in the order the model sees them."""
-    conversation, images = [], []
-    for message in prompt:
-        content = []
-        for part in message.content:
-            if isinstance(part, TextPart):
-                content.append({"type": "text", "text": part.text})
-            elif isinstance(part, ImagePart):
-                content.append({"type": "image"})
-                images.append(part)
-        conversation.append({"role": message.role, "content": content})
-    return conversation, images
 
 
 def pick_adapter(model: str, model_type: str | None, name: str | None) -> Adapter:
