@@ -3,38 +3,17 @@
 from __future__ import annotations
 
 import pytest
-from PIL import Image
+from fixtures.conversations import few_shot, square_images
 
 from mmctx.models.base import GenerateRequest, ScoreRequest
 from mmctx.models.hf import HFBackend, ModelError
-from mmctx.prompts.messages import ImagePart, Message, TextPart
 
 FAMILIES = ("idefics3", "llava")
 
 
 @pytest.fixture(scope="module")
 def images(tmp_path_factory):
-    root = tmp_path_factory.mktemp("imgs")
-    paths = []
-    for i, colour in enumerate([(255, 0, 0), (0, 0, 255), (0, 160, 0)]):
-        path = root / f"{i}.png"
-        im = Image.new("RGB", (80, 80), (255, 255, 255))
-        im.paste(colour, (10 + 10 * i, 10, 50 + 10 * i, 50))
-        im.save(path)
-        paths.append(ImagePart.from_path(path))
-    return paths
-
-
-def few_shot(images) -> tuple[Message, ...]:
-    """A 2-shot conversation: each demo turn carries its own image."""
-    return (
-        Message("system", (TextPart("Answer briefly."),)),
-        Message("user", (images[0], TextPart("What colour is the square?"))),
-        Message("assistant", (TextPart("red"),)),
-        Message("user", (images[1], TextPart("What colour is the square?"))),
-        Message("assistant", (TextPart("blue"),)),
-        Message("user", (images[2], TextPart("What colour is the square?"))),
-    )
+    return square_images(tmp_path_factory.mktemp("imgs"))
 
 
 OPTIONS = ("green", "red", "dark blue", "There are 3 circles.")

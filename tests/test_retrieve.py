@@ -71,3 +71,14 @@ def test_random_demos_are_seeded_per_query_and_independent_of_others():
     assert len(set(a)) == 8 and set(a) <= set(cands)
     with pytest.raises(ValueError, match="q1"):
         random_demos("q1", "counting", cands[:3], 8, seed=0)
+
+
+def test_rerank_never_returns_banned_candidates_when_few_are_allowed():
+    rng = np.random.default_rng(3)
+    cands = unit(rng.normal(size=(40, 8)))
+    query = unit(rng.normal(size=(1, 8)))
+    same = np.zeros((1, 40), dtype=bool)
+    same[0, :10] = True  # ten candidates show the query's image; 30 remain, fewer than the shortlist
+    nb = rerank_demos(query, cands, query, cands, k=8, shortlist=32, same_content=same)
+    assert not set(nb.indices[0].tolist()) & set(range(10))
+    assert len(nb.indices[0]) == 8

@@ -197,3 +197,7 @@ def test_shards_merged_equal_a_single_process_run(shapes_bench, tmp_path):
         merge_runs([tmp_path / "s1", tmp_path / "other"], tmp_path / "bad")
     with pytest.raises(RunError, match="distinct parts"):
         merge_runs([tmp_path / "s1", tmp_path / "s1"], tmp_path / "bad2")
+    with pytest.raises(RunError, match=r"shards \['2/3'\] are missing"):
+        merge_runs([tmp_path / "s0", tmp_path / "s1"], tmp_path / "partial")
+    with pytest.raises(RunError, match="already holds a run"):
+        merge_runs([tmp_path / f"s{i}" for i in range(3)], tmp_path / "merged")

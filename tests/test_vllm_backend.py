@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import torch
-from PIL import Image
+from fixtures.conversations import few_shot, square_images
 
 from mmctx.models.base import GenerateRequest, ScoreRequest
 from mmctx.models.hf import HFBackend
@@ -233,26 +233,7 @@ class FakeLLM:
 
 @pytest.fixture(scope="module")
 def images(tmp_path_factory):
-    root = tmp_path_factory.mktemp("imgs")
-    paths = []
-    for i, colour in enumerate([(255, 0, 0), (0, 0, 255), (0, 160, 0)]):
-        path = root / f"{i}.png"
-        im = Image.new("RGB", (80, 80), (255, 255, 255))
-        im.paste(colour, (10 + 10 * i, 10, 50 + 10 * i, 50))
-        im.save(path)
-        paths.append(ImagePart.from_path(path))
-    return paths
-
-
-def few_shot(images) -> tuple[Message, ...]:
-    return (
-        Message("system", (TextPart("Answer briefly."),)),
-        Message("user", (images[0], TextPart("What colour is the square?"))),
-        Message("assistant", (TextPart("red"),)),
-        Message("user", (images[1], TextPart("What colour is the square?"))),
-        Message("assistant", (TextPart("blue"),)),
-        Message("user", (images[2], TextPart("What colour is the square?"))),
-    )
+    return square_images(tmp_path_factory.mktemp("imgs"))
 
 
 @pytest.fixture(scope="module", params=FAMILIES)

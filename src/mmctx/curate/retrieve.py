@@ -111,6 +111,7 @@ def rerank_demos(
     short_idx, _ = top_k(img, max(k, shortlist), banned)
     rows, scores = [], []
     for q, cand in enumerate(short_idx):
+        cand = cand[~banned[q, cand]]  # the shortlist may hold banned cells when few are allowed
         order = cand[np.lexsort((cand, -txt[q, cand]))][:k]
         rows.append(order)
         scores.append(txt[q, order])

@@ -73,7 +73,7 @@ from mmctx.models.base import (
 )
 from mmctx.models.revision import folder_digest
 from mmctx.models.spans import ModelError, answer_turn, chat_conversation, continuations, option_spans
-from mmctx.prompts.messages import ImagePart, Prompt, TextPart
+from mmctx.prompts.messages import ImagePart, Prompt
 
 SPEC_PREFIX = "vllm:"
 # Part of every cache key: bump when how option spans or scores are computed changes.

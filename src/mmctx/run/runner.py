@@ -258,7 +258,14 @@ def merge_runs(shards: list[Path], out: Path) -> int:
     specs = [m["config"].get("shard") for m in manifests]
     if None in specs or len(set(specs)) != len(specs) or len({s.split("/")[1] for s in specs}) != 1:
         raise RunError(f"shards must be distinct parts of one split, got {specs}")
+    n = int(specs[0].split("/")[1])
+    absent = sorted(set(range(n)) - {int(s.split("/")[0]) for s in specs})
+    if absent:
+        # A partial merge would score a subset of the items as if it were the whole run.
+        raise RunError(f"shards {[f'{i}/{n}' for i in absent]} are missing; merge all {n} shards")
     out = Path(out)
+    if (out / STORE).exists() or (out / MANIFEST).exists():
+        raise RunError(f"{out} already holds a run; merge into a new folder")
     out.mkdir(parents=True, exist_ok=True)
     merged = {**_without_shard(manifests[0]), "merged_from": [str(s) for s in shards], "shards": specs}
     _write_atomic(out / MANIFEST, json.dumps(merged, indent=2) + "\n")
