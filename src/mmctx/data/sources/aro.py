@@ -41,11 +41,10 @@ KNOWN = {"image_path", "true_caption", "false_caption", "relation_name", "attrib
 def convert(ctx: SourceContext) -> Conversion:
     out = Conversion()
     reader = Reader(ctx, INFO.name, out)
-    for subset, path in reader.present(FILES).items():
-        for index, record in enumerate(reader.json_list(path) or []):
-            sample = _sample(reader, subset, path, index, record)
-            if sample is not None:
-                out.samples.append(sample)
+    for subset, path, index, record in reader.list_records(FILES):
+        sample = _sample(reader, subset, path, index, record)
+        if sample is not None:
+            out.samples.append(sample)
     return out
 
 

@@ -99,6 +99,12 @@ class Reader:
             return None
         return data
 
+    def list_records(self, files: dict[str, str]) -> Iterator[tuple[str, Path, int, Any]]:
+        """``(subset, path, index, record)`` over every present file holding a JSON list of records."""
+        for subset, path in self.present(files).items():
+            for index, record in enumerate(self.json_list(path) or []):
+                yield subset, path, index, record
+
     def lines(self, path: Path) -> Iterator[tuple[int, str]]:
         """(1-based line number, line without its end) per non-blank line; CRLF and a BOM are tolerated."""
         try:

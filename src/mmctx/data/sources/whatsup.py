@@ -58,24 +58,23 @@ PREPOSITIONS = {"on", "under", "left_of", "right_of", "in-front_of", "behind"}
 def convert(ctx: SourceContext) -> Conversion:
     out = Conversion()
     reader = Reader(ctx, INFO.name, out)
-    for subset, path in reader.present(FILES).items():
+    for subset, path, index, record in reader.list_records(FILES):
         build = _controlled if subset.startswith("controlled") else _qa
-        for index, record in enumerate(reader.json_list(path) or []):
-            found = build(reader, subset, path, index, record)
-            if found is not None:
-                image, choices, meta = found
-                out.samples.append(
-                    Sample(
-                        id=f"{INFO.name}/{subset}/{index}",
-                        task=INFO.subsets[subset][0],
-                        source=INFO.title,
-                        format="caption_foil",
-                        images=[reader.rel(image)],
-                        choices=choices,
-                        answer=choices[0],  # "the first option is always the correct one"
-                        meta={"source_file": reader.file(path), "key": index, "subset": subset, **meta},
-                    )
+        found = build(reader, subset, path, index, record)
+        if found is not None:
+            image, choices, meta = found
+            out.samples.append(
+                Sample(
+                    id=f"{INFO.name}/{subset}/{index}",
+                    task=INFO.subsets[subset][0],
+                    source=INFO.title,
+                    format="caption_foil",
+                    images=[reader.rel(image)],
+                    choices=choices,
+                    answer=choices[0],  # "the first option is always the correct one"
+                    meta={"source_file": reader.file(path), "key": index, "subset": subset, **meta},
                 )
+            )
     return out
 
 
