@@ -39,13 +39,7 @@ KNOWN = {"image_path", "true_caption", "false_caption", "relation_name", "attrib
 
 
 def convert(ctx: SourceContext) -> Conversion:
-    out = Conversion()
-    reader = Reader(ctx, INFO.name, out)
-    for subset, path, index, record in reader.list_records(FILES):
-        sample = _sample(reader, subset, path, index, record)
-        if sample is not None:
-            out.samples.append(sample)
-    return out
+    return Reader(ctx, INFO.name, Conversion()).convert_lists(FILES, _sample)
 
 
 def _sample(reader: Reader, subset: str, path: Path, index: int, record: Any) -> Sample | None:

@@ -40,13 +40,7 @@ INFO = SourceInfo(
 
 
 def convert(ctx: SourceContext) -> Conversion:
-    out = Conversion()
-    reader = Reader(ctx, INFO.name, out)
-    for subset, path, index, record in reader.list_records(FILES):
-        sample = _sample(reader, subset, path, index, record)
-        if sample is not None:
-            out.samples.append(sample)
-    return out
+    return Reader(ctx, INFO.name, Conversion()).convert_lists(FILES, _sample)
 
 
 def _sample(reader: Reader, subset: str, path: Path, index: int, record: Any) -> Sample | None:

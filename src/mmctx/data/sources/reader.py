@@ -11,11 +11,12 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 from mmctx.data.sources.base import Conversion, SourceContext, SourceError
+from mmctx.schema import Sample
 
 K = TypeVar("K")
 
@@ -98,6 +99,14 @@ class Reader:
             self.error(path, "top level", "(json)", f"expected a JSON list of records, got {type(data).__name__}")
             return None
         return data
+
+    def convert_lists(self, files: dict[str, str], parse: Callable[..., Sample | None]) -> Conversion:
+        """``parse(reader, subset, path, index, record)`` over every record of JSON-list files."""
+        for subset, path, index, record in self.list_records(files):
+            sample = parse(self, subset, path, index, record)
+            if sample is not None:
+                self.out.samples.append(sample)
+        return self.out
 
     def list_records(self, files: dict[str, str]) -> Iterator[tuple[str, Path, int, Any]]:
         """``(subset, path, index, record)`` over every present file holding a JSON list of records."""
