@@ -31,7 +31,6 @@ import hashlib
 import json
 import os
 import tempfile
-import time
 from collections import deque
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
@@ -41,20 +40,17 @@ from typing import Any, Iterator, Mapping
 from mmctx.models import BUILTIN_PREFIX, cache_root, load_backend, resolve_builtin
 from mmctx.models.base import Backend, Capabilities, ModelInfo
 from mmctx.prompts.messages import ImagePart, Message, file_sha256
-from mmctx.run.files import STORE
 from mmctx.run.plan import PlannedRequest
 from mmctx.run.runner import (
     RunConfig,
     RunError,
     RunStats,
-    _chunks_by_query,
-    _progress,
     _run_chunk,
     check_capabilities,
+    execute_with,
     manifest_for,
     open_run,
 )
-from mmctx.run.store import ResponseStore
 
 Row = tuple[str, str, str, dict[str, Any], str | None]  # (key, request_id, kind, payload, error)
 
@@ -322,26 +318,10 @@ class ReplicaPool:
         retry_errors: bool = False,
     ) -> RunStats:
         """Send every request not yet stored; commit each chunk as a worker returns it."""
-        started = time.perf_counter()
-        stats = RunStats(planned=len(plan))
-        with ResponseStore(Path(run_dir) / STORE) as store:
-            if retry_errors:
-                stats.errors_retried = store.delete_errors()
-            done = store.keys()
-            key_of = {r.id: r.key(self.info) for r in plan}
-            pending = [r for r in plan if key_of[r.id] not in done]
-            stats.cached = len(plan) - len(pending)
-            stats.queries = len({r.query_id for r in pending})
-            with _progress(show_progress) as progress:
-                label = f"{len(pending)} requests on {len(self.workers)} Ray workers"
-                task = progress.add_task(label, total=stats.queries)
-                for chunk, rows in self._completed(deque(_chunks_by_query(pending, batch_size)), key_of):
-                    store.put_many(rows)
-                    stats.done += len(rows)
-                    stats.errors += sum(1 for row in rows if row[4])
-                    progress.update(task, advance=len({r.query_id for r in chunk}))
-        stats.seconds = time.perf_counter() - started
-        return stats
+        return execute_with(
+            plan, self.info, run_dir, lambda chunks, key_of: self._completed(deque(chunks), key_of),
+            f"requests on {len(self.workers)} Ray workers", batch_size, show_progress, retry_errors,
+        )  # fmt: skip
 
     def _completed(
         self, todo: deque[list[PlannedRequest]], key_of: dict[str, str]

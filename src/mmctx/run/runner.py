@@ -15,6 +15,7 @@ import json
 import os
 import platform
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -32,9 +33,9 @@ from rich.text import Text
 
 import mmctx
 from mmctx.models.base import Backend, GenerateRequest, Generation, ModelInfo, OptionScores, ScoreRequest
+from mmctx.run.files import MANIFEST, REQUESTS, STORE
 from mmctx.run.plan import GenerationLimits, PlannedRequest
 from mmctx.run.store import ResponseStore
-from mmctx.run.files import MANIFEST, REQUESTS, STORE
 from mmctx.score.extract import EXTRACTOR_VERSION
 
 
@@ -150,6 +151,11 @@ def _chunks_by_query(pending: list[PlannedRequest], queries_per_chunk: int) -> l
     return chunks
 
 
+Chunk = list[PlannedRequest]
+# Turns chunks of pending requests (and their store keys) into (chunk, rows) as they complete.
+Completer = Callable[[list[Chunk], dict[str, str]], Iterator[tuple[Chunk, list[tuple]]]]
+
+
 def execute(
     plan: list[PlannedRequest],
     backend: Backend,
@@ -159,22 +165,38 @@ def execute(
     retry_errors: bool = False,
 ) -> RunStats:
     """Send every request not yet stored; commit each batch as it completes."""
+
+    def complete(chunks: list[Chunk], key_of: dict[str, str]) -> Iterator[tuple[Chunk, list[tuple]]]:
+        return ((chunk, _run_chunk(chunk, backend, key_of)) for chunk in chunks)
+
+    return execute_with(plan, backend.info, run_dir, complete, "requests", batch_size, show_progress, retry_errors)
+
+
+def execute_with(
+    plan: list[PlannedRequest],
+    model: ModelInfo,
+    run_dir: Path,
+    complete: Completer,
+    label: str,
+    batch_size: int = 8,
+    show_progress: bool = True,
+    retry_errors: bool = False,
+) -> RunStats:
+    """The resumable loop any executor shares: skip stored keys, commit each chunk's rows as
+    ``complete`` hands them back, count, show progress."""
     started = time.perf_counter()
     stats = RunStats(planned=len(plan))
-    with ResponseStore(run_dir / STORE) as store:
+    with ResponseStore(Path(run_dir) / STORE) as store:
         if retry_errors:
             stats.errors_retried = store.delete_errors()
         done = store.keys()
-        keyed = [(r, r.key(backend.info)) for r in plan]
-        pending = [(r, k) for r, k in keyed if k not in done]
+        key_of = {r.id: r.key(model) for r in plan}
+        pending = [r for r in plan if key_of[r.id] not in done]
         stats.cached = len(plan) - len(pending)
-        key_of = {r.id: k for r, k in pending}
-        chunks = _chunks_by_query([r for r, _ in pending], batch_size)
-        stats.queries = len({r.query_id for r, _ in pending})
+        stats.queries = len({r.query_id for r in pending})
         with _progress(show_progress) as progress:
-            task = progress.add_task(f"{len(pending)} requests", total=stats.queries)
-            for chunk in chunks:
-                rows = _run_chunk(chunk, backend, key_of)
+            task = progress.add_task(f"{len(pending)} {label}", total=stats.queries)
+            for chunk, rows in complete(_chunks_by_query(pending, batch_size), key_of):
                 store.put_many(rows)
                 stats.done += len(rows)
                 stats.errors += sum(1 for row in rows if row[4])
