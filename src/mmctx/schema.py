@@ -100,14 +100,19 @@ class Problem:
         return f"{self.table}[{self.record}].{self.field}: {self.message}"
 
 
+def listed(headline: str, problems: list, shown: int = 20) -> str:
+    """``headline`` then one problem a line (the first ``shown``), for errors that report them all."""
+    lines = "\n".join(f"  - {p}" for p in problems[:shown])
+    more = f"\n  ... and {len(problems) - shown} more" if len(problems) > shown else ""
+    return f"{headline}\n{lines}{more}"
+
+
 class BenchmarkError(ValueError):
     """Raised when a benchmark fails validation; carries every problem found."""
 
     def __init__(self, problems: list[Problem]):
         self.problems = problems
-        shown = "\n".join(f"  - {p}" for p in problems[:20])
-        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
-        super().__init__(f"{len(problems)} problem(s) in benchmark:\n{shown}{more}")
+        super().__init__(listed(f"{len(problems)} problem(s) in benchmark:", problems))
 
 
 @dataclass

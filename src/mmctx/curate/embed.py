@@ -39,7 +39,7 @@ import numpy as np
 from PIL import Image
 
 from mmctx.models.revision import file_digest, folder_digest
-from mmctx.schema import Sample
+from mmctx.schema import Sample, listed
 
 logger = logging.getLogger(__name__)
 
@@ -56,9 +56,7 @@ class EmbedError(ValueError):
 
     def __init__(self, problems: list[str]):
         self.problems = problems
-        shown = "\n".join(f"  - {p}" for p in problems[:20])
-        more = f"\n  ... and {len(problems) - 20} more" if len(problems) > 20 else ""
-        super().__init__(f"{len(problems)} sample(s) cannot be embedded:\n{shown}{more}")
+        super().__init__(listed(f"{len(problems)} sample(s) cannot be embedded:", problems))
 
 
 # --- What is embedded --------------------------------------------------------------------

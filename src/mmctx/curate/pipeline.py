@@ -34,7 +34,7 @@ from mmctx.curate.retrieve import (
     similar_demos,
 )
 from mmctx.curate.select import DEFAULT_LAMBDA, paper_lambda, select_graph_cut
-from mmctx.schema import Benchmark, Sample
+from mmctx.schema import Benchmark, Sample, listed
 
 RETRIEVAL_MODES = ("joint", "image-then-text")
 LAYOUT_DIR = "fewmmbench-layout"
@@ -74,7 +74,7 @@ def check_pool(samples: list[Sample], k: int, demos: int) -> None:
         if len(group) < k + demos:
             problems.append(f"{name}: pool has {len(group)} samples, needs at least k + demos = {k + demos}")
     if problems:
-        raise CurationError("pool cannot be curated:\n  - " + "\n  - ".join(problems))
+        raise CurationError(listed("pool cannot be curated:", problems, shown=len(problems)))
 
 
 def _write_json(path: Path, data) -> None:

@@ -48,6 +48,11 @@ def resolve_builtin(spec: str) -> Path:
     return folder
 
 
+def sized_by_plan(spec: str) -> bool:
+    """Whether the backend for ``spec`` must be told the most images one prompt holds (``max_images``)."""
+    return spec.startswith("vllm:")
+
+
 def load_backend(spec: str, **kwargs) -> Backend:
     if spec.startswith("vllm:"):
         from mmctx.models.vllm import VLLMBackend

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from mmctx.data.disk import load_benchmark
-from mmctx.models import load_backend
+from mmctx.models import load_backend, sized_by_plan
 from mmctx.models.base import Backend
 from mmctx.prompts.presets import get_preset
 from mmctx.run.distributed import RayOptions
@@ -78,7 +78,7 @@ def evaluate(
     plan = take_shard(plan, Shard.parse(shard) if shard else None)
     extra = {k: v for k, v in (("adapter", adapter), ("quantization", quantization)) if v}
     extra.update(backend_options or {})  # backend-specific: base_url, max_concurrency, score_mode, …
-    if model.startswith("vllm:"):  # vLLM sizes its engine for the most images one prompt holds
+    if sized_by_plan(model):  # the engine is sized up front for the most images one prompt holds
         extra.setdefault("max_images", max((sum(len(m.images) for m in r.prompt.messages) for r in plan), default=1))
     backend_kwargs = dict(
         device=device, dtype=dtype, batch_size=batch_size, revision=revision,

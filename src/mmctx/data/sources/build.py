@@ -18,7 +18,7 @@ import yaml
 
 from mmctx.data.sources import source
 from mmctx.data.sources.base import Conversion, SourceContext
-from mmctx.schema import TASKS, Sample
+from mmctx.schema import TASKS, Sample, listed
 
 KINDS = ("mcqa", "caption_foil")
 
@@ -62,7 +62,7 @@ def load_recipe(path: Path | None = None) -> Recipe:
                 problems.append(f"{where}.inputs: {entry!r}: {name} has subsets {sorted(info.subsets)}")
         groups.append(RecipeGroup(g.get("task"), g.get("kind"), tuple(g.get("inputs", []))))
     if problems:
-        raise ValueError("recipe problems:\n  - " + "\n  - ".join(problems))
+        raise ValueError(listed("recipe problems:", problems, shown=len(problems)))
     return Recipe(name=data.get("name", "fewmmbench"), groups=tuple(groups))
 
 
