@@ -383,6 +383,10 @@ def rationales(
 build_app = typer.Typer(no_args_is_help=True, help="Build benchmarks from downloaded source datasets.")
 app.add_typer(build_app, name="build")
 
+from mmctx.cli_clbench import app as clbench_app  # noqa: E402  (a sub-app, registered after the main commands)
+
+app.add_typer(clbench_app, name="clbench")
+
 
 @app.command("sources")
 def sources_cmd() -> None:

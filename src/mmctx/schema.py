@@ -38,6 +38,12 @@ TASKS: tuple[str, ...] = (
 # Answers a binary verification item may carry.
 BINARY_CHOICES: tuple[str, str] = ("Yes", "No")
 
+# Open-answer (context-learning) items: what the gold answer is, and the capability level.
+AnswerType = Literal["option", "number", "string", "list", "route", "rubrics", "conclusions", "point"]
+ANSWER_TYPES: tuple[str, ...] = ("option", "number", "string", "list", "route", "rubrics", "conclusions", "point")
+# CLBench-V's three levels, and the boundary cases its Table 1 allows.
+LEVELS: tuple[str, ...] = ("L0", "L1", "L2", "L0–L1", "L1–L2")
+
 
 class Rationale(BaseModel):
     """A chain-of-thought explanation for a demonstration, ending in its final answer.
@@ -56,6 +62,22 @@ class Rationale(BaseModel):
     injected: bool = False
 
 
+class ContextBlock(BaseModel):
+    """One piece of an open item's context, in the order the model reads it.
+
+    ``text``: a Markdown document, a converted report, a web snippet. ``image``: a page render,
+    figure, map or photo, by path relative to the benchmark root. ``title`` is an optional
+    heading shown before the block ("Reference Source [2]", "Page 14").
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["text", "image"]
+    text: str = ""
+    image: str = ""
+    title: str = ""
+
+
 class Sample(BaseModel):
     """One item: a query to answer or a demonstration to show.
 
@@ -63,7 +85,22 @@ class Sample(BaseModel):
       - ``mcqa``: ``question`` + ``choices``.
       - ``caption_foil``: ``choices`` are the captions (the correct one and its foil(s)).
       - ``binary``: ``statement`` is verified; ``choices`` are ``["Yes", "No"]``.
-      - ``open``: reserved for open-answer context-learning items (``context`` + ``question``).
+      - ``open``: a context-learning item (CLBench-V): ``blocks`` (ordered text and images) +
+        ``question``; ``answer_type``, ``gold`` (the structured gold, shape by answer type),
+        ``evaluator`` (a name in `mmctx.score.evaluators`), ``level`` (L0/L1/L2 or a boundary
+        case). ``answer`` holds the gold as display text; ``task`` and ``source`` name the subset.
+
+    Gold shapes for open items (``gold``):
+      - ``option``: the letter, ``"B"`` (options are embedded in ``question`` or in ``choices``).
+      - ``number``: ``{"value": float, "rel_tol": float = 0, "abs_tol": float = 0, "unit": str = ""}``.
+      - ``string``: the answer text, or a list of accepted aliases.
+      - ``list``: a list of strings (order ignored).
+      - ``route``: ``{"station_1", "station_2", "metro": {line: [stations]}, "routes": {plan: [
+        {"route_name", "departure_stop", "arrival_stop", "via_stops": [..], "num_via_stops"}]},
+        "variant": "short" | "long_num_via" | "long_via"}`` (ReasonMap's own fields).
+      - ``rubrics``: a non-empty list of rubric strings (CL-bench).
+      - ``conclusions``: a non-empty list of reference conclusion strings.
+      - ``point``: ``{"xy": [x, y], "radius": r}`` (CourtSI localisation).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -81,6 +118,16 @@ class Sample(BaseModel):
     rationale: Rationale | None = None
     demo_keys: dict[str, list[str]] = Field(default_factory=dict)
     meta: dict[str, Any] = Field(default_factory=dict)
+    blocks: list[ContextBlock] = Field(default_factory=list)
+    answer_type: AnswerType | None = None
+    gold: Any = None
+    evaluator: str = ""
+    level: str = ""
+
+    @property
+    def context_images(self) -> list[str]:
+        """Every image the model sees for an open item, in reading order (blocks, then ``images``)."""
+        return [b.image for b in self.blocks if b.kind == "image"] + list(self.images)
 
     @property
     def answer_index(self) -> int:
@@ -216,11 +263,89 @@ def validate_sample(sample: Sample, table: str, root: Path | None, check_images:
     if not sample.images:
         if sample.format != "open":
             bad("images", "no image")
+    if sample.format == "open":
+        problems.extend(validate_open(sample, table, root, check_images))
     for i, rel in enumerate(sample.images):
         problem = _image_problem(rel, root, check_images)
         if problem:
             bad(f"images[{i}]", problem)
     return problems
+
+
+def validate_open(sample: Sample, table: str, root: Path | None, check_images: bool = True) -> list[Problem]:
+    """Problems of an open (context-learning) item: its context, level, evaluator and gold shape."""
+    problems: list[Problem] = []
+
+    def bad(field: str, message: str) -> None:
+        problems.append(Problem(table, sample.id, field, message))
+
+    if not sample.question.strip() and not any(b.kind == "text" and b.text.strip() for b in sample.blocks):
+        bad("question", "open item has neither a question nor any context text")
+    if sample.level not in LEVELS:
+        bad("level", f"{sample.level!r} is not one of {list(LEVELS)}")
+    if not sample.evaluator:
+        bad("evaluator", "open item names no evaluator")
+    if sample.answer_type is None:
+        bad("answer_type", f"open item has no answer type (one of {list(ANSWER_TYPES)})")
+    for i, block in enumerate(sample.blocks):
+        if block.kind == "image":
+            problem = _image_problem(block.image, root, check_images) if block.image else "image block without a path"
+            if problem:
+                bad(f"blocks[{i}].image", problem)
+        elif block.image:
+            bad(f"blocks[{i}].image", "a text block carries an image path")
+    problem = gold_problem(sample.answer_type, sample.gold)
+    if problem:
+        bad("gold", problem)
+    return problems
+
+
+def gold_problem(answer_type: str | None, gold: Any) -> str | None:
+    """What is wrong with ``gold`` for ``answer_type`` (see `Sample`), or None."""
+
+    def is_number(x: Any) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
+
+    def str_list(x: Any) -> bool:
+        return isinstance(x, list) and all(isinstance(v, str) and v.strip() for v in x)
+
+    if answer_type is None:
+        return None
+    if answer_type == "option":
+        ok = isinstance(gold, str) and len(gold.strip()) == 1 and gold.strip().isalpha()
+        return None if ok else f"option gold must be one letter, not {gold!r}"
+    if answer_type == "number":
+        if not isinstance(gold, dict) or not is_number(gold.get("value")):
+            return f"number gold must be {{'value': <number>, ...}}, not {gold!r}"
+        for tol in ("rel_tol", "abs_tol"):
+            if tol in gold and not (is_number(gold[tol]) and gold[tol] >= 0):
+                return f"number gold's {tol} must be a non-negative number, not {gold[tol]!r}"
+        return None
+    if answer_type == "string":
+        ok = (isinstance(gold, str) and gold.strip()) or (str_list(gold) and gold)
+        return None if ok else f"string gold must be non-empty text or a list of aliases, not {gold!r}"
+    if answer_type in ("list", "rubrics", "conclusions"):
+        if not str_list(gold) or not gold:
+            return f"{answer_type} gold must be a non-empty list of non-empty strings, not {gold!r}"
+        return None
+    if answer_type == "route":
+        if not isinstance(gold, dict):
+            return f"route gold must be an object, not {type(gold).__name__}"
+        missing = [k for k in ("station_1", "station_2", "metro") if not gold.get(k)]
+        if missing:
+            return f"route gold lacks {missing}"
+        metro = gold["metro"]
+        if not isinstance(metro, dict) or not all(str_list(v) for v in metro.values()):
+            return "route gold's metro must map line names to lists of station names"
+        return None
+    if answer_type == "point":
+        xy = gold.get("xy") if isinstance(gold, dict) else None
+        if not (isinstance(xy, list) and len(xy) == 2 and all(is_number(v) for v in xy)):
+            return f"point gold must be {{'xy': [x, y], 'radius': r}}, not {gold!r}"
+        if not (is_number(gold.get("radius")) and gold["radius"] > 0):
+            return "point gold needs a positive radius"
+        return None
+    return f"unknown answer type {answer_type!r}"
 
 
 def _image_problem(rel: str, root: Path | None, check_files: bool) -> str | None:

@@ -22,7 +22,7 @@ from mmctx.schema import Benchmark, Sample
 
 LAYOUT_VERSION = 1
 TableFormat = Literal["jsonl", "parquet"]
-_JSON_COLUMNS = ("meta", "demo_keys", "rationale")
+_JSON_COLUMNS = ("meta", "demo_keys", "rationale", "blocks", "gold")
 
 
 def write_samples(samples: list[Sample], path: Path) -> None:

@@ -109,6 +109,17 @@ def _comparable(manifest: dict) -> dict:
 
 def open_run(run_dir: Path, manifest: dict, plan: list[PlannedRequest], model: ModelInfo) -> None:
     """Create the run folder, or check that an existing one is the same run."""
+    open_run_manifest(run_dir, manifest)
+    lines = [json.dumps(r.record(model), ensure_ascii=False) for r in plan]
+    _write_atomic(run_dir / REQUESTS, "\n".join(lines) + "\n")
+
+
+def open_run_manifest(run_dir: Path, manifest: dict, refresh: tuple[str, ...] = ()) -> None:
+    """Write the manifest of a new run, or check an existing run's is the same run.
+
+    ``refresh`` names manifest fields that may change between sessions of one run (the judge a
+    context run scores with): they are rewritten, everything else must match.
+    """
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / MANIFEST
     if path.exists():
@@ -119,11 +130,11 @@ def open_run(run_dir: Path, manifest: dict, plan: list[PlannedRequest], model: M
                 f"  stored:    {json.dumps(_comparable(old), sort_keys=True)}\n"
                 f"  requested: {json.dumps(_comparable(manifest), sort_keys=True)}"
             )
+        if any(old.get(k) != manifest.get(k) for k in refresh):
+            _write_atomic(path, json.dumps({**old, **{k: manifest.get(k) for k in refresh}}, indent=2) + "\n")
     else:
         manifest = {**manifest, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
         _write_atomic(path, json.dumps(manifest, indent=2) + "\n")
-    lines = [json.dumps(r.record(model), ensure_ascii=False) for r in plan]
-    _write_atomic(run_dir / REQUESTS, "\n".join(lines) + "\n")
 
 
 def _write_atomic(path: Path, text: str) -> None:

@@ -1,0 +1,153 @@
+"""CLBench-V diagnostics over run folders: judge comparison, context complexity, failure taxonomy.
+
+Glue between stored runs (``results.jsonl``, ``requests.jsonl``) and the pure analyses in
+`agreement`, `complexity` and `failures`; each function returns Markdown for the terminal and
+writes its files where asked.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from pathlib import Path
+
+from mmctx.models.base import Backend
+from mmctx.score.levels import read_jsonl
+
+JUDGED_EVALUATORS = ("semantic", "mmlongbench", "rubric", "conclusions")
+
+
+def _fmt(x: float | None) -> str:
+    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.4f}"
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "judge"
+
+
+def judge_comparison(run_dir: Path, bench, judges: list[Backend], out: Path) -> str:
+    """Re-judge a run's stored predictions with each judge; Table 4 (macro per judge) and agreement.
+
+    Only items whose evaluator uses a judge are compared (the paper's "datasets requiring LLM
+    judging"). Each judge's verdicts go to ``OUT/<judge>/results.jsonl``; its calls are cached in
+    the run's ``judges.sqlite`` like any judge's.
+    """
+    from mmctx.analysis.agreement import judge_agreement, macro_by_dataset
+    from mmctx.run.context import probe_all, score_context_run
+
+    if len(judges) < 1:
+        raise ValueError("give at least one --judge")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    scores: dict[str, dict[str, float]] = {}
+    datasets: dict[str, str] = {}
+    table_rows = []
+    for judge in judges:
+        probe_all(judge, None)
+        name = judge.info.name
+        folder = out / _slug(name)
+        folder.mkdir(parents=True, exist_ok=True)
+        rows = score_context_run(run_dir, bench, judge=judge, out=folder / "results.jsonl")
+        judged = [r for r in rows if r["evaluator"] in JUDGED_EVALUATORS]
+        scores[name] = {r["id"]: r["score"] for r in judged}
+        datasets.update({r["id"]: r["subset"] for r in judged})
+        table_rows += [(name, r["subset"], r["score"]) for r in judged]
+    if not table_rows:
+        raise ValueError(f"{run_dir} has no items scored by a judge ({', '.join(JUDGED_EVALUATORS)})")
+    macro = macro_by_dataset(table_rows)
+    agreement = judge_agreement(scores, datasets)
+    lines = ["| Judge | " + " | ".join(macro.datasets) + " | Macro |", "|---" * (len(macro.datasets) + 2) + "|"]
+    for j in macro.judges:
+        cells = [_fmt(macro.per_dataset[j].get(d)) for d in macro.datasets]
+        lines.append(f"| {j} | " + " | ".join(cells) + f" | {_fmt(macro.macro[j])} |")
+    lines += ["", f"Items judged by every judge: {agreement.shared}", ""]
+    if agreement.pairs:
+        lines += ["| Judge A | Judge B | n | agreement | Cohen's κ |", "|---|---|---|---|---|"]
+        for (a, b), p in agreement.pairs.items():
+            lines.append(f"| {a} | {b} | {p.n} | {_fmt(p.agreement)} | {_fmt(p.kappa)} |")
+        lines += ["", f"Krippendorff's α ({agreement.alpha_level}): {_fmt(agreement.alpha)}"]
+    text = "\n".join(lines)
+    (out / "judges.md").write_text(text + "\n")
+    payload = {
+        "judges": [j.info.__dict__ for j in judges],
+        "macro": macro.macro,
+        "per_dataset": macro.per_dataset,
+        "kappa": {f"{a} vs {b}": p.kappa for (a, b), p in agreement.pairs.items()},
+        "alpha": agreement.alpha,
+        "alpha_level": agreement.alpha_level,
+    }
+    (out / "judges.json").write_text(json.dumps(payload, indent=2, default=str, allow_nan=True) + "\n")
+    return text
+
+
+def complexity_report(run_dirs: list[Path], tokenizer: str, exclude: list[str], out: Path | None) -> str:
+    """Pearson and Spearman of token length and image count against score, per run."""
+    from mmctx.analysis.complexity import complexity_rows, correlations, load_tokenizer, write_complexity_report
+
+    name, count = load_tokenizer(tokenizer)
+    runs = {}
+    for run_dir in run_dirs:
+        model = json.loads((Path(run_dir) / "manifest.json").read_text())["model"]["name"]
+        runs[model] = complexity_rows(
+            read_jsonl(Path(run_dir) / "results.jsonl"), read_jsonl(Path(run_dir) / "requests.jsonl"), count, name
+        )
+    lines = [
+        f"Tokenizer: {name}",
+        "",
+        "| Model | Excluded | n | tokens r | tokens ρ | images r | images ρ |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for model, rows in runs.items():
+        for view in [()] + ([exclude] if exclude else []):
+            c = correlations(rows, view)
+            lines.append(
+                f"| {model} | {', '.join(view) or '–'} | {c['n']} | {_fmt(c['tokens_pearson'])} | "
+                f"{_fmt(c['tokens_spearman'])} | {_fmt(c['images_pearson'])} | {_fmt(c['images_spearman'])} |"
+            )
+    if out:
+        write_complexity_report(runs, out, exclude)
+    return "\n".join(lines)
+
+
+def failure_report(run_dir: Path, tags: Path | None, template: Path | None, judge: Backend | None) -> str:
+    """Failure-type counts per level: from a hand-labelled CSV, or proposed by a judge model."""
+    from mmctx.analysis.failures import (
+        FailureTagger,
+        counts_by_level,
+        failed_rows,
+        failure_table_markdown,
+        read_tags_csv,
+        write_tag_template,
+    )
+
+    rows = read_jsonl(Path(run_dir) / "results.jsonl")
+    if template:
+        path = write_tag_template(rows, template)
+        if not tags and judge is None:
+            return f"wrote {len(failed_rows(rows))} failed items to label → {path}"
+    if tags:
+        found = read_tags_csv(tags)
+        source = f"hand tags from {tags}"
+    elif judge is not None:
+        found = _proposed_tags(run_dir, rows, judge, FailureTagger.from_results(rows))
+        source = f"tags proposed by {judge.info.name} (an inference from the answer; check by hand)"
+    else:
+        raise ValueError("give --tags CSV, --judge MODEL, or --template OUT.csv")
+    return f"{source}\n\n{failure_table_markdown(counts_by_level(rows, found))}"
+
+
+def _proposed_tags(run_dir: Path, rows: list[dict], judge: Backend, tagger) -> dict[str, str]:
+    from mmctx.analysis.failures import failed_rows
+    from mmctx.data.clbench.loader import load_clbench
+    from mmctx.run.context import JUDGE_STORE, probe_all
+    from mmctx.run.store import ResponseStore
+    from mmctx.score.judging import JudgeRunner
+
+    probe_all(judge, None)
+    manifest = json.loads((Path(run_dir) / "manifest.json").read_text())
+    by_id = {q.id: q for q in load_clbench(Path(manifest["config"]["suite"])).queries}
+    failed = [r for r in failed_rows(rows) if r["id"] in by_id]
+    with ResponseStore(Path(run_dir) / JUDGE_STORE) as store:
+        verdicts = JudgeRunner(judge, store).judge(tagger, [(by_id[r["id"]], r.get("prediction", "")) for r in failed])
+    return {r["id"]: v.detail["tag"] for r, v in zip(failed, verdicts) if v.outcome == "scored"}

@@ -1,0 +1,302 @@
+"""`mmctx clbench …`: the context-learning (CLBench-V) commands, thin over the packages."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="CLBench-V: multimodal context learning.")
+console = Console(stderr=True)
+
+
+def _fail(message: str) -> None:
+    console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def _role_backend(spec: Optional[str], base_url: Optional[str] = None):
+    """A judge or extractor backend, deterministic (temperature 0 where the API takes one)."""
+    if not spec:
+        return None
+    from mmctx.models import load_backend
+
+    kwargs = {"temperature": 0.0} if spec.startswith("openai:") else {}
+    if base_url and spec.startswith("openai:"):
+        kwargs["base_url"] = base_url
+    return load_backend(spec, **kwargs)
+
+
+@app.command()
+def suite() -> None:
+    """List the 14 subsets: level, instances in the paper, template, answer format, evaluator."""
+    from mmctx.data.clbench.suite import SUBSETS
+
+    table = Table("subset", "level", "counts as", "paper N", "template", "suffix", "evaluator", "answer type")
+    for s in SUBSETS:
+        table.add_row(s.name, s.level, s.table_level, str(s.paper_n), s.template, s.suffix or "-", s.evaluator,
+                      s.answer_type)
+    Console().print(table)
+
+
+@app.command()
+def toy(out: Path = typer.Option(..., help="Folder to write the toy suite to.")) -> None:
+    """Write the toy suite: two hand-made items for each of the 14 subsets (a fixture, not data)."""
+    from mmctx.data.clbench.toy import write_toy_suite
+
+    bench = write_toy_suite(out)
+    console.print(f"toy suite: {len(bench.queries)} items → {out}")
+
+
+@app.command()
+def validate(path: Path = typer.Argument(..., help="Suite folder or .jsonl file.")) -> None:
+    """Check a suite and print every problem (exit 1 if any); a run scores such items invalid_sample."""
+    from mmctx.data.clbench.loader import load_clbench
+    from mmctx.run.context import _evaluator_problems
+
+    try:
+        bench = load_clbench(path)
+    except (OSError, ValueError) as exc:
+        _fail(str(exc))
+    problems = [str(p) for p in bench.validate()] + [p for q in bench.queries for p in _evaluator_problems(q)]
+    for p in problems:
+        print(p)
+    if problems:
+        console.print(f"[red]{len(problems)} problem(s)[/red] in {len(bench.queries)} items")
+        raise typer.Exit(1)
+    console.print(f"[green]ok[/green]: {len(bench.queries)} items, subsets: {', '.join(bench.tasks)}")
+
+
+@app.command()
+def run(
+    suite_path: Path = typer.Argument(..., metavar="SUITE", help="Suite folder or .jsonl file."),
+    model: str = typer.Option("builtin:tiny-idefics3", help="Model spec (HF id/folder, builtin:…, openai:…, vllm:…)."),
+    out: Path = typer.Option(..., help="Run folder (created, or resumed if it holds the same run)."),
+    judge: Optional[str] = typer.Option(None, help="Judge model spec (pinned; temperature 0); needed by judged subsets."),
+    extractor: Optional[str] = typer.Option(None, help="Extractor model spec for free-form answers the rules miss."),
+    repair: bool = typer.Option(False, "--repair", help="Ask once more, with the repair prompt, when unparsed."),
+    max_new_tokens: int = typer.Option(1024, help="Generation limit."),
+    system_prompt: Optional[str] = typer.Option(None, help="System prompt (default: the paper's); '' for none."),
+    truncation: str = typer.Option("none", help="none (report context_overflow) | head | middle."),
+    budget: Optional[int] = typer.Option(None, help="With --truncation: context text budget in tokens."),
+    tokenizer: Optional[str] = typer.Option(None, help="With --truncation: tokenizer (path or id, or 'whitespace')."),
+    subset: Optional[list[str]] = typer.Option(None, help="Only these subsets (repeatable)."),
+    limit: Optional[int] = typer.Option(None, help="Only the first N items."),
+    batch_size: int = typer.Option(8, help="Prompts per generate call."),
+    device: str = typer.Option("auto", help="auto, cpu, cuda, …"),
+    dtype: str = typer.Option("auto", help="auto, float32, bfloat16, float16."),
+    base_url: Optional[str] = typer.Option(None, help="openai: models: the server's base URL."),
+    retry_errors: bool = typer.Option(False, help="Ask again for responses stored as errors."),
+    progress: bool = typer.Option(True, help="Show a progress bar."),
+) -> None:
+    """Run a model on a suite (resumable), score it, and print Tables 2 and 3 for it."""
+    from mmctx.data.clbench.loader import load_clbench
+    from mmctx.models import load_backend
+    from mmctx.models.hf import ModelError
+    from mmctx.prompts.context import DEFAULT_SYSTEM
+    from mmctx.report.clbench_tables import table2_markdown, table3_markdown
+    from mmctx.run.context import ContextConfig, run_context
+    from mmctx.run.runner import RunError
+    from mmctx.score.levels import aggregate
+
+    try:
+        bench = load_clbench(suite_path)
+        count, tok_name = None, None
+        if truncation != "none":
+            from mmctx.analysis.complexity import load_tokenizer
+
+            if not tokenizer:
+                _fail("--truncation needs --tokenizer (a tokenizer path or id, or 'whitespace')")
+            tok_name, count = load_tokenizer(tokenizer)
+        config = ContextConfig(
+            suite=str(suite_path), suite_name=bench.name, suite_sha256=bench.fingerprint(),
+            system_prompt=DEFAULT_SYSTEM if system_prompt is None else system_prompt,
+            max_new_tokens=max_new_tokens, repair=repair, truncation=truncation, truncation_budget=budget,
+            tokenizer=tok_name, subsets=subset or None, limit=limit, batch_size=batch_size,
+        )
+        options = {"base_url": base_url} if base_url and model.startswith("openai:") else {}
+        if not model.startswith("openai:"):
+            options.update(device=device, dtype=dtype, batch_size=batch_size)
+        backend = load_backend(model, **options)
+        stats = run_context(
+            bench, backend, out, config, judge=_role_backend(judge), extractor=_role_backend(extractor),
+            count_tokens=count, show_progress=progress, retry_errors=retry_errors,
+        )
+    except (RunError, ModelError, ValueError, OSError, RuntimeError, KeyError) as exc:
+        _fail(str(exc))
+    console.print(
+        f"{stats.planned} items ({stats.invalid} invalid): {stats.cached} already stored, {stats.done} new "
+        f"({stats.errors} errors), repairs asked {stats.repairs_asked} in {stats.seconds:.1f}s → {out}\n"
+        f"outcomes: {json.dumps(stats.outcomes, sort_keys=True)}"
+    )
+    scores = {backend.info.name: aggregate(_rows(out))}
+    print(table2_markdown(scores))
+    print()
+    print(table3_markdown(scores))
+
+
+def _rows(run_dir: Path, name: str = "results.jsonl") -> list[dict]:
+    path = Path(run_dir) / name
+    if not path.exists():
+        _fail(f"{run_dir} has no {name}; run `mmctx clbench run` or `mmctx clbench score` first")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _model_name(run_dir: Path) -> str:
+    return json.loads((Path(run_dir) / "manifest.json").read_text())["model"]["name"]
+
+
+def _suite_of(run_dir: Path, suite_path: Optional[Path]):
+    from mmctx.data.clbench.loader import load_clbench
+
+    path = suite_path or Path(json.loads((Path(run_dir) / "manifest.json").read_text())["config"]["suite"])
+    return load_clbench(path)
+
+
+@app.command()
+def score(
+    run_dir: Path = typer.Argument(..., help="Run folder."),
+    suite_path: Optional[Path] = typer.Option(None, "--suite", help="Suite it ran on (default: the manifest's)."),
+    judge: Optional[str] = typer.Option(None, help="Judge model spec."),
+    extractor: Optional[str] = typer.Option(None, help="Extractor model spec."),
+) -> None:
+    """Re-score a run from its stored responses (no model needed; judge calls are cached)."""
+    from mmctx.run.context import check_judges_for_run, probe_all, score_context_run
+    from mmctx.run.runner import RunError
+
+    try:
+        bench = _suite_of(run_dir, suite_path)
+        judge_b, extractor_b = _role_backend(judge), _role_backend(extractor)
+        check_judges_for_run(run_dir, bench, judge_b)
+        probe_all(judge_b, extractor_b)
+        rows = score_context_run(run_dir, bench, judge=judge_b, extractor=extractor_b)
+    except (RunError, ValueError, OSError, RuntimeError, KeyError) as exc:
+        _fail(str(exc))
+    console.print(f"{run_dir}: {len(rows)} items scored")
+
+
+@app.command()
+def report(
+    run_dirs: list[Path] = typer.Argument(..., help="Scored run folders, one per model."),
+    out: Optional[Path] = typer.Option(None, help="Write Tables 2–3 (md, csv, tex) and the heatmap here."),
+) -> None:
+    """Print CLBench-V's Table 2 (levels) and Table 3 (datasets) for one or more runs."""
+    from mmctx.report.clbench_tables import table2_markdown, table3_markdown, write_clbench_report
+    from mmctx.score.levels import aggregate
+
+    scores = {_model_name(r): aggregate(_rows(r)) for r in run_dirs}
+    print(table2_markdown(scores))
+    print()
+    print(table3_markdown(scores))
+    if out:
+        paths = write_clbench_report(scores, out)
+        console.print(f"wrote {len(paths)} files → {out}")
+
+
+@app.command()
+def judges(
+    run_dir: Path = typer.Argument(..., help="Run folder whose predictions are re-judged."),
+    judge: list[str] = typer.Option(..., help="Judge model spec (repeat for several)."),
+    out: Path = typer.Option(..., help="Folder for per-judge results and the comparison."),
+    suite_path: Optional[Path] = typer.Option(None, "--suite", help="Suite it ran on (default: the manifest's)."),
+) -> None:
+    """Re-judge stored predictions with several judges: per-judge macro scores (Table 4) and agreement."""
+    from mmctx.analysis.clbench import judge_comparison
+    from mmctx.run.runner import RunError
+
+    try:
+        bench = _suite_of(run_dir, suite_path)
+        backends = [_role_backend(spec) for spec in judge]
+        text = judge_comparison(run_dir, bench, backends, out)
+    except (RunError, ValueError, OSError, RuntimeError, KeyError) as exc:
+        _fail(str(exc))
+    print(text)
+
+
+@app.command()
+def complexity(
+    run_dirs: list[Path] = typer.Argument(..., help="Scored run folders."),
+    tokenizer: str = typer.Option("whitespace", help="Tokenizer for token length (path or id; the paper: Qwen3-VL-4B)."),
+    exclude: Optional[list[str]] = typer.Option(None, help="Subsets left out (e.g. 'Financial Report ROE')."),
+    out: Optional[Path] = typer.Option(None, help="Write correlations JSON and scatter plots here."),
+) -> None:
+    """Token length and image count vs score: Pearson and Spearman, per run."""
+    from mmctx.analysis.clbench import complexity_report
+
+    try:
+        print(complexity_report(run_dirs, tokenizer, exclude or [], out))
+    except (ValueError, OSError) as exc:
+        _fail(str(exc))
+
+
+@app.command()
+def failures(
+    run_dir: Path = typer.Argument(..., help="Scored run folder."),
+    tags: Optional[Path] = typer.Option(None, help="CSV of id,tag[,note] labelled by hand."),
+    template: Optional[Path] = typer.Option(None, help="Write a CSV of the failed items to label by hand."),
+    judge: Optional[str] = typer.Option(None, help="Let this model propose a tag for each failed item."),
+) -> None:
+    """Failure taxonomy (six types): counts per level from hand tags or judge proposals."""
+    from mmctx.analysis.clbench import failure_report
+
+    try:
+        print(failure_report(run_dir, tags, template, _role_backend(judge)))
+    except (ValueError, OSError, RuntimeError) as exc:
+        _fail(str(exc))
+
+
+@app.command()
+def paper(
+    pdf: Path = typer.Argument(..., help="Paper PDF."),
+    out: Path = typer.Option(..., help="Suite folder to add the item to."),
+    findings: Optional[Path] = typer.Option(None, help="Text file of reference findings, one per line."),
+    generator: Optional[str] = typer.Option(None, help="Model spec that writes reference findings from the Results."),
+    sample_id: Optional[str] = typer.Option(None, help="Item id (default: from the file name)."),
+) -> None:
+    """Build a Paper Conclusion item from a PDF (evaluation version cut before Results)."""
+    from mmctx.data.clbench.construct import build_paper_sample
+
+    if not findings and not generator:
+        _fail("give --findings FILE or --generator MODEL")
+    try:
+        given = [line.strip() for line in findings.read_text().splitlines() if line.strip()] if findings else None
+        sample = build_paper_sample(pdf, out, backend=_role_backend(generator), findings=given, sample_id=sample_id)
+    except (ValueError, OSError, RuntimeError) as exc:
+        _fail(str(exc))
+    _append(out, sample)
+
+
+@app.command()
+def roe(
+    pdf: Path = typer.Argument(..., help="Financial report PDF."),
+    out: Path = typer.Option(..., help="Suite folder to add the item to."),
+    net_profit: float = typer.Option(..., help="Net profit, as extracted by you."),
+    revenue: float = typer.Option(...),
+    total_assets: float = typer.Option(...),
+    equity: float = typer.Option(..., help="Shareholders' equity."),
+    sample_id: Optional[str] = typer.Option(None, help="Item id (default: from the file name)."),
+) -> None:
+    """Build a Financial Report ROE item (DuPont) from a PDF and the gold figures you supply."""
+    from mmctx.data.clbench.construct import RoeGold, build_roe_sample
+
+    try:
+        gold = RoeGold(net_profit=net_profit, revenue=revenue, total_assets=total_assets, equity=equity)
+        sample = build_roe_sample(pdf, out, gold, sample_id=sample_id)
+    except (ValueError, OSError) as exc:
+        _fail(str(exc))
+    _append(out, sample)
+
+
+def _append(out: Path, sample) -> None:
+    """Add ``sample`` to the suite at ``out``, replacing an item of the same id."""
+    from mmctx.data.clbench.loader import SAMPLES_FILE, load_clbench, write_clbench
+
+    existing = load_clbench(out).queries if (Path(out) / SAMPLES_FILE).exists() else []
+    kept = [s for s in existing if s.id != sample.id]
+    write_clbench([*kept, sample], out)
+    console.print(f"{sample.task} item {sample.id!r} → {out} ({len(kept) + 1} items)")

@@ -1,0 +1,225 @@
+"""Context-learning prompts (CLBench-V, appendix B): system prompt, task templates, answer-format
+suffixes, and the format-repair turn.
+
+One user turn carries the whole context in reading order — text blocks and images interleaved as
+the record lists them — then the task text and the answer-format suffix. Templates preserve the
+source's own query and add only the minimal format constraint, as the paper does. The paper's
+placeholders were lost from its text in several templates; where we filled them in, the template
+says so in a comment.
+
+Truncation is off by default: a context that does not fit is reported as ``context_overflow``.
+A named strategy (``head``, ``middle``) may be chosen instead; it cuts *text* blocks to a token
+budget counted by a named tokenizer, keeps every image, and the run records strategy, budget
+and tokenizer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from mmctx.prompts.messages import ImagePart, Message, Part, Prompt, TextPart
+from mmctx.schema import ContextBlock, Sample
+
+DEFAULT_SYSTEM = "You are a careful multimodal assistant. Follow the user's output format exactly."
+
+# Task templates. ``{question}`` is the record's question (the source's own query); ``{options}``
+# the record's choices as "A. ..." lines when it has them (else they are in the question already).
+TEMPLATES: dict[str, str] = {
+    "plain": "{question}",
+    "options": "{question}{options}",
+    "reasonmap": "{question}",  # ReasonMap's short/long query already states its route format
+    "reasonmap_plus": "{question}",
+    "zerobench": "Question: {question}\nPut the final answer in curly braces: {{final answer}}.",
+    "mirbench": "Question: {question}\nOptions:{options}\nRespond with:\nOption: <letter>\nReason: <reason>",
+    "pix2fact": (
+        "Analyze the image(s), question, and crawled webpage information. Return a JSON object with "
+        '"Observation", "Comprehensive Answer", and "Final Answer".\nQuestion: {question}'
+    ),
+    "prismm": (
+        "You are provided with a full scientific paper that may contain an inconsistency.\n"
+        "Question: {question}\nOptions:{options}\nPlease select the single best letter."
+    ),
+    "browsecomp": "[Question] {question}",
+    # CL-bench's task follows its context documents ("Component 2: Conversation Transcript").
+    "clbench": "{question}",
+    "roe": (
+        "Perform DuPont analysis for the provided financial report and compute ROE. Extract net profit, "
+        "revenue, total assets, and equity. Compute profit margin, asset turnover, equity multiplier, and ROE. "
+        "Show the calculation process.{question_line}"
+    ),
+    "paper_conclusion": (
+        "You are an expert research analyst. Infer the main experimental conclusions of a research paper from "
+        "the provided method description, experimental setup, result tables, and figures. Identify main "
+        "comparisons and trends, then return 4-8 concise conclusions supported by the experiments, as a "
+        "numbered list.{question_line}"
+    ),
+}
+
+# Answer-format suffixes: what the evaluator parses, and what the repair prompt asks for.
+SUFFIXES: dict[str, str] = {
+    "": "",
+    "mcq": "End with exactly one final line: Answer: <letter>",
+    "short": "End with exactly one final line: Answer: <answer>",
+    "roe": "End with exactly one final line: ROE: <value>%",
+    "route": (
+        "Return only route segments, separated by a line containing only --, each segment as:\n"
+        "Route Name: <line>\nDeparture Stop: <stop>\nArrival Stop: <stop>\nVia Stops: <stops, when required>"
+    ),
+}
+
+# What the repair prompt names as the required format when a template carries its own.
+TEMPLATE_FORMATS: dict[str, str] = {
+    "zerobench": "the final answer in curly braces: {final answer}",
+    "mirbench": "a line 'Option: <letter>' followed by a line 'Reason: <reason>'",
+    "pix2fact": 'a JSON object with "Observation", "Comprehensive Answer", and "Final Answer"',
+    "paper_conclusion": "a numbered list of 4-8 concise conclusions",
+    "clbench": "a direct answer to the task",
+}
+
+REPAIR_TEMPLATE = (
+    "Your previous response could not be parsed for evaluation.\n"
+    "Task: {task}\n"
+    "Format issue: {issue}\n"
+    "Required format: {required}\n"
+    "Rewrite only the final answer in the required format. Do not solve a different problem."
+)
+
+TRUNCATIONS: tuple[str, ...] = ("none", "head", "middle")
+
+
+@dataclass(frozen=True)
+class TaskFormat:
+    """How one subset is asked: template key, suffix key, and its human task name."""
+
+    template: str
+    suffix: str
+    task: str
+
+
+def options_text(sample: Sample) -> str:
+    return "".join(f"\n{chr(ord('A') + i)}. {c}" for i, c in enumerate(sample.choices))
+
+
+def task_text(sample: Sample, fmt: TaskFormat) -> str:
+    """The task part of the user turn: template filled, then the answer-format suffix."""
+    template = TEMPLATES[fmt.template]
+    question_line = f"\n{sample.question}" if sample.question.strip() else ""
+    body = template.format(question=sample.question, options=options_text(sample), question_line=question_line)
+    suffix = SUFFIXES[fmt.suffix]
+    return f"{body}\n\n{suffix}" if suffix else body
+
+
+def required_format(fmt: TaskFormat) -> str:
+    return SUFFIXES[fmt.suffix] or TEMPLATE_FORMATS.get(fmt.template, "the format the task asks for")
+
+
+def context_parts(blocks: list[ContextBlock], root: Path) -> list[Part]:
+    parts: list[Part] = []
+    for block in blocks:
+        if block.title:
+            parts.append(TextPart(f"{block.title}\n"))
+        if block.kind == "image":
+            parts.append(ImagePart.from_path(Path(root) / block.image))
+            parts.append(TextPart("\n"))
+        else:
+            parts.append(TextPart(block.text.rstrip("\n") + "\n\n"))
+    return parts
+
+
+def build_context_prompt(
+    sample: Sample, root: Path, fmt: TaskFormat, system: str | None = DEFAULT_SYSTEM, blocks: list[ContextBlock] | None = None
+) -> Prompt:
+    """System prompt (if any), then one user turn: the context in order, the task, the suffix."""
+    parts = context_parts(sample.blocks if blocks is None else blocks, root)
+    parts.append(TextPart(task_text(sample, fmt)))
+    parts.extend(ImagePart.from_path(Path(root) / rel) for rel in sample.images)
+    user = Message("user", tuple(_merge_text(parts)))
+    return ((Message("system", (TextPart(system),)),) if system else ()) + (user,)
+
+
+def _merge_text(parts: list[Part]) -> list[Part]:
+    """Adjacent text parts joined: backends see one text run between images."""
+    out: list[Part] = []
+    for p in parts:
+        if isinstance(p, TextPart) and out and isinstance(out[-1], TextPart):
+            out[-1] = TextPart(out[-1].text + p.text)
+        else:
+            out.append(p)
+    return out
+
+
+def repair_prompt(original: Prompt, response: str, task: str, issue: str, required: str) -> Prompt:
+    """The paper's follow-up turn: the first exchange, then the repair request."""
+    text = REPAIR_TEMPLATE.format(task=task, issue=issue or "the answer could not be found", required=required)
+    return (*original, Message("assistant", (TextPart(response),)), Message("user", (TextPart(text),)))
+
+
+_WORD_SPLIT = re.compile(r"(\s+)")
+
+
+def truncate_blocks(
+    blocks: list[ContextBlock], budget: int, count_tokens: Callable[[str], int], strategy: str
+) -> tuple[list[ContextBlock], int]:
+    """Text blocks cut to ``budget`` tokens in all (images kept); returns the blocks and tokens dropped.
+
+    ``head`` keeps the beginning of the context; ``middle`` keeps its beginning and end and drops
+    the middle (where, by "lost in the middle", evidence is used least). Every image stays where it
+    was; one marker block shows where text was cut, so a reader of the prompt sees that it happened.
+    """
+    if strategy not in TRUNCATIONS:
+        raise ValueError(f"unknown truncation {strategy!r}; choose from {TRUNCATIONS}")
+    counts = [count_tokens(b.text) if b.kind == "text" else 0 for b in blocks]
+    total = sum(counts)
+    if strategy == "none" or total <= budget:
+        return list(blocks), 0
+    first = budget if strategy == "head" else budget // 2
+    front = _allot(counts, first)
+    back = [0] * len(counts) if strategy == "head" else _allot(counts[::-1], budget - first)[::-1]
+    out: list[ContextBlock] = []
+    marked = False
+    for block, n, f, k in zip(blocks, counts, front, back):
+        if block.kind == "image" or f + k >= n:
+            out.append(block)
+            continue
+        if f:
+            out.append(block.model_copy(update={"text": _cut_words(block.text, f, count_tokens, from_end=False)}))
+        if not marked:
+            out.append(TRUNCATION_MARK)
+            marked = True
+        if k:
+            out.append(ContextBlock(kind="text", text=_cut_words(block.text, k, count_tokens, from_end=True)))
+    kept = sum(count_tokens(b.text) for b in out if b.kind == "text" and b is not TRUNCATION_MARK)
+    return out, max(0, total - kept)
+
+
+TRUNCATION_MARK = ContextBlock(kind="text", text="[... context truncated ...]")
+
+
+def _allot(counts: list[int], budget: int) -> list[int]:
+    """Tokens kept per block, filling ``budget`` from the first block on."""
+    kept = []
+    for n in counts:
+        take = min(n, budget)
+        kept.append(take)
+        budget -= take
+    return kept
+
+
+def _cut_words(text: str, budget: int, count_tokens: Callable[[str], int], from_end: bool) -> str:
+    """The longest run of whole words from the start (or end) of ``text`` within ``budget`` tokens."""
+    pieces = _WORD_SPLIT.split(text)
+    if from_end:
+        pieces = pieces[::-1]
+    lo, hi = 0, len(pieces)
+    while lo < hi:  # binary search: the tokenizer is the expensive part
+        mid = (lo + hi + 1) // 2
+        chunk = "".join(pieces[:mid][::-1] if from_end else pieces[:mid])
+        if count_tokens(chunk) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    chosen = pieces[:lo]
+    return "".join(chosen[::-1] if from_end else chosen)
