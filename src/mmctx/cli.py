@@ -206,12 +206,22 @@ def report(
     figures: bool = typer.Option(True, help="With --out: also write the figures (PNG + PDF)."),
     seed: int = typer.Option(0, help="With --out: seed of the paired bootstrap."),
 ) -> None:
-    """Print the papers' Table 4/5 layout for one or more runs; with --out, write the full report."""
+    """Print the papers' Table 4/5 layout for one or more runs; with --out, write the full report.
+
+    Context-learning runs (`mmctx clbench run`) get CLBench-V's Tables 2 and 3 instead.
+    """
     from mmctx.report.tables import markdown_tables, write_csv
     from mmctx.run.evaluate import rescore
 
     runs, scored = [], []
     names: dict[str, int] = {}
+    kinds = {json.loads((Path(r) / "manifest.json").read_text()).get("kind", "fewshot") for r in run_dirs}
+    if kinds == {"context"}:
+        from mmctx.cli_clbench import report as clbench_report
+
+        return clbench_report(run_dirs, out)
+    if len(kinds) > 1:
+        _fail("these runs mix few-shot and context-learning (CLBench-V) runs; report them separately")
     for run_dir in run_dirs:
         results, cells = rescore(run_dir)  # cheap, and never prints numbers from an older extractor
         name = _model_name(run_dir)

@@ -45,16 +45,23 @@ TEMPLATES: dict[str, str] = {
     "browsecomp": "[Question] {question}",
     # CL-bench's task follows its context documents ("Component 2: Conversation Transcript").
     "clbench": "{question}",
+    # The two new datasets: the record's question is the whole task text when the builder wrote
+    # it (`mmctx.data.clbench.construct`); else the appendix-B task below is used.
+    "roe": "{task}",
+    "paper_conclusion": "{task}",
+}
+
+DEFAULT_TASKS: dict[str, str] = {
     "roe": (
         "Perform DuPont analysis for the provided financial report and compute ROE. Extract net profit, "
         "revenue, total assets, and equity. Compute profit margin, asset turnover, equity multiplier, and ROE. "
-        "Show the calculation process.{question_line}"
+        "Show the calculation process."
     ),
     "paper_conclusion": (
         "You are an expert research analyst. Infer the main experimental conclusions of a research paper from "
         "the provided method description, experimental setup, result tables, and figures. Identify main "
         "comparisons and trends, then return 4-8 concise conclusions supported by the experiments, as a "
-        "numbered list.{question_line}"
+        "numbered list."
     ),
 }
 
@@ -106,10 +113,19 @@ def options_text(sample: Sample) -> str:
 def task_text(sample: Sample, fmt: TaskFormat) -> str:
     """The task part of the user turn: template filled, then the answer-format suffix."""
     template = TEMPLATES[fmt.template]
-    question_line = f"\n{sample.question}" if sample.question.strip() else ""
-    body = template.format(question=sample.question, options=options_text(sample), question_line=question_line)
+    task = sample.question.strip() or DEFAULT_TASKS.get(fmt.template, "")
+    body = template.format(question=sample.question, options=options_text(sample), task=task)
     suffix = SUFFIXES[fmt.suffix]
-    return f"{body}\n\n{suffix}" if suffix else body
+    # A record whose question already states the required format (a built ROE item) is not told twice.
+    if not suffix or _states(body, suffix):
+        return body
+    return f"{body}\n\n{suffix}"
+
+
+def _states(body: str, suffix: str) -> bool:
+    """Whether ``body`` already asks to end with ``suffix``'s final-line marker (``ROE:``, ``Answer:``)."""
+    found = re.search(r"final line: (\w+):", suffix)
+    return found is not None and re.search(rf"End with[^\n]*\b{found.group(1)}:", body) is not None
 
 
 def required_format(fmt: TaskFormat) -> str:

@@ -255,12 +255,27 @@ def _repair_request(r: ContextRequest, response: dict | None, model: ModelInfo, 
     """The repair ask for an unparsed first response, or None (parsed, failed, or not stored)."""
     if response is None or response.get("error"):
         return None
-    evaluator = get_evaluator(r.sample.evaluator)
-    found = evaluator.extract(r.sample, response["text"])
-    if found.parsed:
+    issue = format_issue(get_evaluator(r.sample.evaluator), r.sample, response["text"])
+    if issue is None:
         return None
-    prompt = repair_prompt(r.prompt, response["text"], r.fmt.task, found.issue, required_format(r.fmt))
+    prompt = repair_prompt(r.prompt, response["text"], r.fmt.task, issue, required_format(r.fmt))
     return (r.id, _key(model, prompt, limit), prompt)
+
+
+def format_issue(evaluator: Evaluator, sample: Sample, text: str) -> str | None:
+    """Why ``text`` cannot be evaluated as given (what the repair prompt names), or None if it can.
+
+    Unparsed means the rules found no answer, or — for a rule evaluator — found a span that is
+    not an answer of the required kind (words where a number was asked).
+    """
+    found = evaluator.extract(sample, text)
+    if not found.parsed:
+        return found.issue or "no final answer in the required format"
+    if evaluator.judge is None:
+        verdict = evaluator.score(sample, found.answer)
+        if verdict.outcome == "unparsed":
+            return str(verdict.detail.get("reason") or "the answer is not in the required form")
+    return None
 
 
 def check_judges(plan: list[ContextRequest], judge: Backend | None) -> None:
@@ -371,10 +386,9 @@ def _first_pass(rec: dict, sample: Sample | None, stored: dict, repairs: dict) -
     st.final_text = strip_reasoning(response["text"])
     found = evaluator.extract(sample, response["text"])
     repair = repairs.get(rec["id"])
-    if not found.parsed and repair is not None and not repair.get("error"):
-        again = evaluator.extract(sample, repair["text"])
-        if again.parsed:
-            found, st.repaired, st.final_text = again, True, strip_reasoning(repair["text"])
+    if repair is not None and not repair.get("error") and format_issue(evaluator, sample, repair["text"]) is None:
+        # A repair was asked only because the first answer could not be evaluated; use it if it can.
+        found, st.repaired, st.final_text = evaluator.extract(sample, repair["text"]), True, strip_reasoning(repair["text"])
     st.answer, st.extracted_by, st.issue = found.answer, found.rule, found.issue
     return st
 
@@ -384,7 +398,7 @@ def _extract_with_model(staged: list[_Staged], runner) -> None:
     asks = [st for st in staged if st.verdict is None and st.answer is None and st.evaluator.free_form]
     if runner is None or not asks:
         return
-    typed = [st.sample.evaluator == "mmlongbench" for st in asks]
+    typed = [bool(getattr(st.evaluator, "typed_extraction", False)) for st in asks]
     found = runner.extract([(st.sample.question, st.final_text, t) for st, t in zip(asks, typed)])
     for st, ex in zip(asks, found):
         if ex.parsed:

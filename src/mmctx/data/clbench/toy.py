@@ -226,7 +226,8 @@ def toy_samples(root: Path) -> list[Sample]:
               ["Response increases with dose", "Drug X is well tolerated"], "2 conclusions",
               "1. Response increases with dose.\n2. Drug X is well tolerated.",
               "1. Drug X cures the disease.\n2. Response falls with dose.\n3. Costs are low."),
-        _open("toy-pc-2", "Paper Conclusion", [_txt(methods), _img("images/paper-fig.png")], "",
+        _open("toy-pc-2", "Paper Conclusion", [_txt(methods.replace("120 patients", "40 mice")),
+                                               _img("images/paper-fig.png")], "",
               ["Higher doses give higher response"], "1 conclusion", "1. Higher doses give higher response.",
               "1. Dose has no effect."),
     ]

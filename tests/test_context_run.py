@@ -1,0 +1,188 @@
+"""The CLBench-V pipeline end to end: toy suite → real local chat server (model and judge) →
+results, tables; repair, invalid items, overflow, truncation, resume, unreachable judges."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("openai")
+
+from mmctx.data.clbench.loader import load_clbench, write_clbench
+from mmctx.data.clbench.toy import write_toy_suite
+from mmctx.models.openai import OpenAIBackend
+from mmctx.models.retry import RetryPolicy
+from mmctx.prompts.messages import ImagePart
+from mmctx.run.context import ContextConfig, plan_context, run_context
+from mmctx.run.runner import RunError
+from mmctx.schema import ContextBlock
+from mmctx.score.levels import aggregate
+from tests.fixtures.chat_server import ChatServer, prompt_text
+from tests.fixtures.clbench import scripted_judge, scripted_model
+
+FAST = RetryPolicy(max_attempts=2, timeout=5.0, base_delay=0.01, max_delay=0.05)
+RULE_SUBSETS = [
+    "ReasonMap-Short", "ReasonMap-Long", "ReasonMap-Plus", "Insight-O3", "ZeroBench", "CourtSI", "MIRBench",
+    "Financial Report ROE", "PRISMM-Bench",
+]
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    return write_toy_suite(tmp_path_factory.mktemp("toy"))
+
+
+def _config(bench, **kw) -> ContextConfig:
+    return ContextConfig(suite=str(bench.root), suite_name=bench.name, suite_sha256=bench.fingerprint(),
+                         **{"max_new_tokens": 256, **kw})
+
+
+def _backend(server: ChatServer) -> OpenAIBackend:
+    return OpenAIBackend("mock-vlm", base_url=server.base_url, retry=FAST, temperature=0.0)
+
+
+def _results(run: Path) -> dict[str, dict]:
+    return {r["id"]: r for r in map(json.loads, (run / "results.jsonl").read_text().splitlines())}
+
+
+def test_the_toy_suite_is_valid_and_round_trips(toy, tmp_path):
+    assert toy.validate() == []
+    assert len(toy.queries) == 28 and len(set(toy.tasks)) == 14
+    write_clbench(toy.queries, tmp_path)
+    again = load_clbench(tmp_path)
+    assert [q.model_dump() for q in again.queries] == [q.model_dump() for q in toy.queries]
+
+
+def test_prompts_carry_system_context_in_order_task_and_suffix(toy):
+    plan = {r.id: r for r in plan_context(toy, _config(toy))}
+    mir = plan["toy-mir-1"].prompt
+    assert mir[0].role == "system" and "careful multimodal assistant" in mir[0].text
+    images = [p for p in mir[1].content if isinstance(p, ImagePart)]
+    assert [Path(i.path).name for i in images] == ["mir-a.png", "mir-b.png"]
+    assert mir[1].text.rstrip().endswith("Reason: <reason>")
+    route = plan["toy-reasonmap-short"].prompt[1].text
+    assert "Route Name: <line>" in route and route.index("Harbor Station to Park") < route.index("Route Name: <line>")
+    roe = plan["toy-roe-1"].prompt[1].text
+    assert "DuPont" in roe and roe.rstrip().endswith("ROE: <value>%") and roe.count("ROE: <value>%") == 1
+    sources = plan["toy-bc-1"].prompt[1].text
+    assert sources.index("Reference Source [1]") < sources.index("Reference Source [2]") < sources.index("[Question]")
+
+
+def test_reference_replies_score_full_marks_and_wrong_ones_zero(toy, tmp_path):
+    with ChatServer(answer=scripted_model(toy.queries)) as model, ChatServer(answer=scripted_judge(toy.queries)) as jserver:
+        stats = run_context(toy, _backend(model), tmp_path / "right", _config(toy), judge=_backend(jserver),
+                            show_progress=False)
+    rows = _results(tmp_path / "right")
+    assert stats.outcomes == {"scored": 28}
+    assert {i: r["score"] for i, r in rows.items() if r["score"] != 1.0} == {}
+    scores = aggregate(rows.values())
+    assert scores.overall == 1.0
+    with ChatServer(answer=scripted_model(toy.queries, "wrong_reply")) as model, ChatServer(
+        answer=scripted_judge(toy.queries)
+    ) as jserver:
+        run_context(toy, _backend(model), tmp_path / "wrong", _config(toy), judge=_backend(jserver), show_progress=False)
+    wrong = _results(tmp_path / "wrong")
+    assert {r["outcome"] for r in wrong.values()} == {"scored"}
+    assert max(r["score"] for r in wrong.values()) == 0.0
+    assert wrong["toy-reasonmap-short"]["detail"]["map_score"] > 0  # endpoints and first line still earn points
+
+
+def test_repair_asks_once_more_and_keeps_both_attempts(toy, tmp_path):
+    with ChatServer(answer=scripted_model(toy.queries, "I cannot tell.", repaired="reference_reply")) as model:
+        stats = run_context(toy, _backend(model), tmp_path / "run", _config(toy, repair=True, subsets=RULE_SUBSETS),
+                            show_progress=False)
+        asked = [prompt_text(r.body) for r in model.chat_records()]
+    rows = _results(tmp_path / "run")
+    assert stats.repairs_asked == len(rows) == 18
+    assert all(r["repaired"] and r["score"] == 1.0 for r in rows.values())
+    repair_prompts = [t for t in asked if "could not be parsed for evaluation" in t]
+    assert len(repair_prompts) == 18 and all("I cannot tell." in t for t in repair_prompts)
+    assert any("Required format: End with exactly one final line: ROE: <value>%" in t for t in repair_prompts)
+    with sqlite3.connect(tmp_path / "run" / "responses.sqlite") as db:
+        kinds = dict(db.execute("SELECT kind, COUNT(*) FROM responses GROUP BY kind").fetchall())
+    assert kinds == {"generate": 18, "repair": 18}
+
+
+def test_without_repair_an_unformatted_answer_is_unparsed_never_guessed(toy, tmp_path):
+    with ChatServer(answer=scripted_model(toy.queries, "I cannot tell.")) as model:
+        run_context(toy, _backend(model), tmp_path / "run", _config(toy, subsets=RULE_SUBSETS), show_progress=False)
+    rows = _results(tmp_path / "run")
+    assert {r["outcome"] for r in rows.values()} == {"unparsed"}
+    assert all(r["score"] == 0.0 and r["detail"]["reason"] for r in rows.values())
+
+
+def test_a_resumed_run_sends_nothing_again(toy, tmp_path):
+    with ChatServer(answer=scripted_model(toy.queries)) as model:
+        run_context(toy, _backend(model), tmp_path / "run", _config(toy, subsets=RULE_SUBSETS), show_progress=False)
+        first = len(model.chat_records())
+        stats = run_context(toy, _backend(model), tmp_path / "run", _config(toy, subsets=RULE_SUBSETS),
+                            show_progress=False)
+        assert len(model.chat_records()) == first
+    assert stats.cached == 18 and stats.done == 0
+
+
+def test_bad_items_are_invalid_samples_counted_and_never_sent(toy, tmp_path):
+    items = {q.id: q for q in toy.queries}
+    broken = [
+        items["toy-clb-1"].model_copy(update={"gold": []}),
+        items["toy-o3-1"].model_copy(update={"blocks": [ContextBlock(kind="image", image="images/missing.png")]}),
+        items["toy-zb-1"],
+    ]
+    root = tmp_path / "suite"
+    write_toy_suite(root)
+    write_clbench(broken, root)
+    bench = load_clbench(root)
+    with ChatServer(answer=scripted_model(bench.queries)) as model, ChatServer(
+        answer=scripted_judge(bench.queries)
+    ) as jserver:
+        run_context(bench, _backend(model), tmp_path / "run", _config(bench), judge=_backend(jserver),
+                    show_progress=False)
+        sent = "\n".join(prompt_text(r.body) for r in model.chat_records())
+    rows = _results(tmp_path / "run")
+    assert rows["toy-clb-1"]["outcome"] == rows["toy-o3-1"]["outcome"] == "invalid_sample"
+    assert "gold" in rows["toy-clb-1"]["detail"]["reason"] and "missing.png" in rows["toy-o3-1"]["detail"]["reason"]
+    assert rows["toy-zb-1"]["score"] == 1.0
+    assert "colour is the kite" not in sent and "Apply Glorp" not in sent
+    scores = aggregate(rows.values())
+    assert scores.overall == pytest.approx(1 / 3)
+
+
+def test_judged_subsets_need_a_judge_and_an_unreachable_one_fails_at_start(toy, tmp_path):
+    with ChatServer(answer=scripted_model(toy.queries)) as model:
+        with pytest.raises(RunError, match="--judge"):
+            run_context(toy, _backend(model), tmp_path / "a", _config(toy), show_progress=False)
+        dead = ChatServer().start()
+        url = dead.base_url
+        dead.stop()
+        gone = OpenAIBackend("judge", base_url=url, retry=FAST)
+        with pytest.raises(RunError, match="unreachable"):
+            run_context(toy, _backend(model), tmp_path / "b", _config(toy), judge=gone, show_progress=False)
+        assert model.chat_records() == []
+
+
+def test_a_context_beyond_the_window_is_context_overflow_unless_truncated(tiny_models, tmp_path):
+    from mmctx.analysis.complexity import load_tokenizer
+    from mmctx.models import load_backend
+
+    root = tmp_path / "suite"
+    write_toy_suite(root)
+    bench = load_clbench(root)
+    long = bench.queries[[q.id for q in bench.queries].index("toy-roe-1")]
+    huge = long.model_copy(update={"id": "huge", "blocks": [ContextBlock(kind="text", text="revenue 800 " * 3000)]})
+    write_clbench([huge, long], root)
+    bench = load_clbench(root)
+    backend = load_backend(str(tiny_models["idefics3"]), device="cpu")
+    run_context(bench, backend, tmp_path / "plain", _config(bench, max_new_tokens=4), show_progress=False)
+    rows = _results(tmp_path / "plain")
+    assert rows["huge"]["outcome"] == "context_overflow" and rows["huge"]["score"] == 0.0
+    assert rows["toy-roe-1"]["outcome"] != "context_overflow"
+    name, count = load_tokenizer("whitespace")
+    cfg = _config(bench, max_new_tokens=4, truncation="middle", truncation_budget=300, tokenizer=name)
+    run_context(bench, backend, tmp_path / "cut", cfg, count_tokens=count, show_progress=False)
+    rows = _results(tmp_path / "cut")
+    assert rows["huge"]["outcome"] != "context_overflow" and rows["huge"]["truncated_tokens"] == 6000 - 300
+    manifest = json.loads((tmp_path / "cut" / "manifest.json").read_text())
+    assert manifest["config"]["truncation"] == "middle" and manifest["config"]["tokenizer"] == "whitespace"
