@@ -150,3 +150,18 @@ def test_the_main_report_command_gives_tables_two_and_three_for_context_runs(sco
     (fewshot / "manifest.json").write_text(json.dumps({"model": {"name": "m"}, "config": {}}))
     mixed = runner.invoke(app, ["report", str(run), str(fewshot)])
     assert mixed.exit_code == 2 and "mix few-shot and context-learning" in mixed.output
+
+
+def test_failures_proposed_by_a_judge_model_are_counted_per_level(scored_run):
+    run, _, _, _ = scored_run
+
+    def tagger(body: dict) -> str:
+        text = prompt_text(body)
+        if text.startswith("Reply with OK"):
+            return "OK"
+        return json.dumps({"tag": "prior_override" if "Paper Conclusion" in text else "context_misuse", "why": "x"})
+
+    with ChatServer(answer=tagger) as server:
+        out = _ok("clbench", "failures", str(run), "--judge", f"openai:tagger@{server.base_url}").output
+    assert "proposed by tagger" in out
+    assert "| context misuse | " in out and "| prior override | 0 | 0 | 2 | 2 |" in out

@@ -186,3 +186,35 @@ def test_a_context_beyond_the_window_is_context_overflow_unless_truncated(tiny_m
     assert rows["huge"]["outcome"] != "context_overflow" and rows["huge"]["truncated_tokens"] == 6000 - 300
     manifest = json.loads((tmp_path / "cut" / "manifest.json").read_text())
     assert manifest["config"]["truncation"] == "middle" and manifest["config"]["tokenizer"] == "whitespace"
+
+
+def test_free_form_answers_go_to_the_extractor_model_when_rules_find_none(toy, tmp_path):
+    prose = "Reading the sign and the page, the founder was Anna Berg and the year 1897."
+
+    def extractor(body: dict) -> str:
+        text = prompt_text(body)
+        if text.startswith("Reply with OK"):
+            return "OK"
+        return "Anna Berg" if "Who founded" in text else "[NO_FINAL_ANSWER]"
+
+    cfg = _config(toy, subsets=["Pix2Fact"])
+    with ChatServer(answer=lambda body: prose) as model, ChatServer(answer=extractor) as ext:
+        run_context(toy, _backend(model), tmp_path / "without", cfg, show_progress=False)
+        run_context(toy, _backend(model), tmp_path / "with", cfg, extractor=_backend(ext), show_progress=False)
+        asked = [prompt_text(r.body) for r in ext.chat_records()]
+    without, with_ = _results(tmp_path / "without"), _results(tmp_path / "with")
+    assert {r["outcome"] for r in without.values()} == {"unparsed"}
+    assert with_["toy-p2f-1"]["outcome"] == "scored" and with_["toy-p2f-1"]["score"] == 1.0
+    assert with_["toy-p2f-1"]["extracted_by"].startswith("extractor:")
+    assert with_["toy-p2f-2"]["outcome"] == "unparsed"  # the extractor found no final answer: never guessed
+    assert any(prose in t and "[NO_FINAL_ANSWER]" in t for t in asked)
+
+
+def test_reasoning_traces_are_stripped_before_scoring_and_kept_in_the_store(toy, tmp_path):
+    def thinking(body: dict) -> str:
+        return "<think>Maybe Answer: B? No.</think>\nAnswer: A" if "colour is the kite" in prompt_text(body) else "x"
+
+    with ChatServer(answer=thinking) as model:
+        run_context(toy, _backend(model), tmp_path / "run", _config(toy, subsets=["Insight-O3"]), show_progress=False)
+    row = _results(tmp_path / "run")["toy-o3-1"]
+    assert row["score"] == 1.0 and row["response"].startswith("<think>")

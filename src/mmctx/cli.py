@@ -528,8 +528,10 @@ def demo(
     model: str = typer.Option("builtin:tiny-idefics3", help="Model to evaluate."),
     queries_per_task: int = typer.Option(4, help="shapes-world queries per task and format."),
     cot_max_new_tokens: int = typer.Option(64, help="Generation limit for CoT settings."),
+    clbench: bool = typer.Option(True, help="Also run the CLBench-V toy suite (the model judges itself)."),
 ) -> None:
-    """The embedded default: shapes-world benchmark → full settings grid, both scorers → report + viewer."""
+    """The embedded default: shapes-world benchmark → full settings grid, both scorers → report + viewer;
+    then the CLBench-V toy suite → Tables 2–3."""
     from mmctx.data import shapes as sw
     from mmctx.report.tables import markdown_tables, write_csv
     from mmctx.run.evaluate import evaluate
@@ -552,6 +554,31 @@ def demo(
     console.print(
         f"{s.planned} requests ({s.cached} cached) in {s.seconds:.1f}s; report → {out}/report/report.md; "
         f"viewer → {index}"
+    )
+    if clbench:
+        _demo_clbench(out / "clbench", model)
+
+
+def _demo_clbench(out: Path, model: str) -> None:
+    """Every CLBench-V subset once through the pipeline, offline: toy items, repair on, the model as judge."""
+    from mmctx.data.clbench.toy import write_toy_suite
+    from mmctx.models import load_backend
+    from mmctx.report.clbench_tables import table2_markdown, write_clbench_report
+    from mmctx.run.context import ContextConfig, run_context
+    from mmctx.score.levels import aggregate, read_jsonl
+
+    bench = write_toy_suite(out / "suite")
+    backend = load_backend(model)
+    config = ContextConfig(
+        suite=str(out / "suite"), suite_name=bench.name, suite_sha256=bench.fingerprint(), max_new_tokens=32,
+        repair=True,
+    )
+    stats = run_context(bench, backend, out / "run", config, judge=backend)
+    scores = {backend.info.name: aggregate(read_jsonl(out / "run" / "results.jsonl"))}
+    write_clbench_report(scores, out / "report")
+    print(table2_markdown(scores))
+    console.print(
+        f"CLBench-V toy suite: {stats.planned} items, outcomes {stats.outcomes}; Tables 2–3 → {out}/report"
     )
 
 
