@@ -205,7 +205,9 @@ def test_free_form_answers_go_to_the_extractor_model_when_rules_find_none(toy, t
     without, with_ = _results(tmp_path / "without"), _results(tmp_path / "with")
     assert {r["outcome"] for r in without.values()} == {"unparsed"}
     assert with_["toy-p2f-1"]["outcome"] == "scored" and with_["toy-p2f-1"]["score"] == 1.0
-    assert with_["toy-p2f-1"]["extracted_by"].startswith("extractor:")
+    assert with_["toy-p2f-1"]["extracted_by"].startswith("extractor") and with_["toy-p2f-1"]["extracted_by"].endswith(
+        "@mock-vlm"
+    )
     assert with_["toy-p2f-2"]["outcome"] == "unparsed"  # the extractor found no final answer: never guessed
     assert any(prose in t and "[NO_FINAL_ANSWER]" in t for t in asked)
 
@@ -218,3 +220,67 @@ def test_reasoning_traces_are_stripped_before_scoring_and_kept_in_the_store(toy,
         run_context(toy, _backend(model), tmp_path / "run", _config(toy, subsets=["Insight-O3"]), show_progress=False)
     row = _results(tmp_path / "run")["toy-o3-1"]
     assert row["score"] == 1.0 and row["response"].startswith("<think>")
+
+
+def test_repair_and_truncation_together_score_and_rescore(toy, tmp_path):
+    from mmctx.analysis.complexity import load_tokenizer
+    from mmctx.run.context import score_context_run
+
+    name, count = load_tokenizer("whitespace")
+    cfg = _config(toy, repair=True, truncation="head", truncation_budget=12, tokenizer=name, subsets=["Financial Report ROE"])
+    with ChatServer(answer=scripted_model(toy.queries, "I cannot tell.", repaired="reference_reply")) as model:
+        run_context(toy, _backend(model), tmp_path / "run", cfg, count_tokens=count, show_progress=False)
+    rows = _results(tmp_path / "run")
+    assert all(r["truncated_tokens"] > 0 and r["repaired"] and r["score"] == 1.0 for r in rows.values())
+    again = {r["id"]: r for r in score_context_run(tmp_path / "run", toy)}
+    assert again == rows
+
+
+def test_an_evaluator_failing_on_odd_gold_makes_that_item_invalid_not_the_run(toy, tmp_path):
+    items = {q.id: q for q in toy.queries}
+    odd = items["toy-reasonmap-short"]
+    gold = {**odd.gold, "routes": {"plan-0": ["not a segment"]}}
+    root = tmp_path / "suite"
+    write_toy_suite(root)
+    write_clbench([odd.model_copy(update={"gold": gold}), items["toy-zb-1"]], root)
+    bench = load_clbench(root)
+    with ChatServer(answer=scripted_model(bench.queries)) as model:
+        run_context(bench, _backend(model), tmp_path / "run", _config(bench), show_progress=False)
+    rows = _results(tmp_path / "run")
+    assert rows["toy-zb-1"]["score"] == 1.0
+    assert rows["toy-reasonmap-short"]["outcome"] == "invalid_sample"
+    assert "gold" in rows["toy-reasonmap-short"]["detail"]["reason"] and "routes" in rows["toy-reasonmap-short"]["detail"]["reason"]
+
+
+def test_an_evaluator_that_raises_marks_its_item_invalid_and_the_rest_is_scored(toy, tmp_path):
+    from dataclasses import dataclass
+
+    from mmctx.score.evaluators import Extraction, register
+    from mmctx.score.evaluators.base import _REGISTRY
+
+    @dataclass(frozen=True)
+    class Explodes:
+        name: str = "explodes-in-test"
+        free_form: bool = False
+        judge: None = None
+
+        def extract(self, sample, response):
+            return Extraction(response)
+
+        def score(self, sample, answer):
+            raise ZeroDivisionError("gold of a shape this evaluator never saw")
+
+    register(Explodes())
+    try:
+        items = {q.id: q for q in toy.queries}
+        root = tmp_path / "suite"
+        write_toy_suite(root)
+        write_clbench([items["toy-zb-2"].model_copy(update={"evaluator": "explodes-in-test"}), items["toy-zb-1"]], root)
+        bench = load_clbench(root)
+        with ChatServer(answer=scripted_model(bench.queries)) as model:
+            run_context(bench, _backend(model), tmp_path / "run", _config(bench), show_progress=False)
+    finally:
+        _REGISTRY.pop("explodes-in-test")
+    rows = _results(tmp_path / "run")
+    assert rows["toy-zb-1"]["score"] == 1.0
+    assert rows["toy-zb-2"]["outcome"] == "invalid_sample" and "ZeroDivisionError" in rows["toy-zb-2"]["detail"]["reason"]

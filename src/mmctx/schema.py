@@ -334,9 +334,21 @@ def gold_problem(answer_type: str | None, gold: Any) -> str | None:
         missing = [k for k in ("station_1", "station_2", "metro") if not gold.get(k)]
         if missing:
             return f"route gold lacks {missing}"
+        if not all(isinstance(gold[k], str) for k in ("station_1", "station_2")):
+            return "route gold's station_1 and station_2 must be station names"
         metro = gold["metro"]
         if not isinstance(metro, dict) or not all(str_list(v) for v in metro.values()):
             return "route gold's metro must map line names to lists of station names"
+        routes = gold.get("routes", {})
+        segment_keys = ("route_name", "departure_stop", "arrival_stop")
+        if not isinstance(routes, dict) or not all(
+            isinstance(plan, list) and all(isinstance(seg, dict) and all(isinstance(seg.get(k), str) for k in segment_keys)
+                                           for seg in plan)
+            for plan in routes.values()
+        ):
+            return "route gold's routes must map plan names to lists of segments with route_name, departure_stop, arrival_stop"
+        if gold.get("variant", "short") not in ("short", "long_num_via", "long_via"):
+            return f"route gold's variant must be short, long_num_via or long_via, not {gold.get('variant')!r}"
         return None
     if answer_type == "point":
         xy = gold.get("xy") if isinstance(gold, dict) else None

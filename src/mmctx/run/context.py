@@ -255,7 +255,7 @@ def _repair_request(r: ContextRequest, response: dict | None, model: ModelInfo, 
     """The repair ask for an unparsed first response, or None (parsed, failed, or not stored)."""
     if response is None or response.get("error"):
         return None
-    issue = format_issue(get_evaluator(r.sample.evaluator), r.sample, response["text"])
+    issue = _issue_or_error(get_evaluator(r.sample.evaluator), r.sample, response["text"])
     if issue is None:
         return None
     prompt = repair_prompt(r.prompt, response["text"], r.fmt.task, issue, required_format(r.fmt))
@@ -276,6 +276,14 @@ def format_issue(evaluator: Evaluator, sample: Sample, text: str) -> str | None:
         if verdict.outcome == "unparsed":
             return str(verdict.detail.get("reason") or "the answer is not in the required form")
     return None
+
+
+def _issue_or_error(evaluator: Evaluator, sample: Sample, text: str) -> str | None:
+    """`format_issue`, with an evaluator that raises read as "cannot be evaluated" (scored later as invalid)."""
+    try:
+        return format_issue(evaluator, sample, text)
+    except Exception:  # noqa: BLE001 - the scoring pass records the cause on the item
+        return None
 
 
 def check_judges(plan: list[ContextRequest], judge: Backend | None) -> None:
@@ -312,12 +320,11 @@ def score_context_run(
     run_dir = Path(run_dir)
     manifest = json.loads((run_dir / MANIFEST).read_text())
     model = ModelInfo(**manifest["model"])
-    limit = manifest["config"]["max_new_tokens"]
     by_id = {q.id: q for q in bench.queries}
     records = [json.loads(line) for line in (run_dir / REQUESTS).read_text().splitlines() if line.strip()]
     with ResponseStore(run_dir / STORE) as store:
         stored = store.get_all()
-    repair_by_id = _repair_responses(records, by_id, bench, manifest, stored, model, limit)
+        repair_by_id = _repair_responses(store) if manifest["config"].get("repair") else {}
     with ResponseStore(run_dir / JUDGE_STORE) as jstore:
         extractor_runner = JudgeRunner(extractor, jstore) if extractor else None
         judge_runner = JudgeRunner(judge, jstore) if judge else None
@@ -327,31 +334,23 @@ def score_context_run(
     rows = [_row(st, model, judge) for st in staged]
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
     _write_atomic(Path(out) if out else run_dir / RESULTS, text)
+    if out is None:
+        # The manifest names the judge and extractor the run's results.jsonl was scored with.
+        scored_with = {"judge": asdict(judge.info) if judge else None,
+                       "extractor": asdict(extractor.info) if extractor else None}
+        if any(manifest.get(k) != v for k, v in scored_with.items()):
+            _write_atomic(run_dir / MANIFEST, json.dumps({**manifest, **scored_with}, indent=2) + "\n")
     return rows
 
 
-def _repair_responses(records, by_id, bench, manifest, stored, model, limit) -> dict[str, dict]:
-    """Stored repair responses by item id (rebuilt from the plan: the repair key is its prompt's)."""
-    if not manifest["config"].get("repair"):
-        return {}
-    config = ContextConfig(**manifest["config"])
-    out = {}
-    for rec in records:
-        sample = by_id.get(rec["id"])
-        if sample is None or rec["problems"] or rec["key"] not in stored:
-            continue
-        first = stored[rec["key"]]
-        if first.get("error"):
-            continue
-        blocks = sample.blocks
-        fmt = task_format(sample)
-        if rec.get("truncated_tokens"):
-            raise RunError("re-scoring a truncated run's repairs needs its tokenizer; rerun `mmctx clbench run`")
-        prompt = build_context_prompt(sample, bench.root, fmt, config.system_prompt or None, blocks)
-        ask = _repair_request(ContextRequest(sample, fmt, prompt), first, model, limit)
-        if ask is not None and ask[1] in stored:
-            out[rec["id"]] = stored[ask[1]]
-    return out
+def _repair_responses(store: ResponseStore) -> dict[str, dict]:
+    """Stored repair responses by item id.
+
+    Read by request id rather than rebuilt from the prompt: a truncated prompt could only be
+    rebuilt with its tokenizer. One run folder holds one model and one configuration (the
+    manifest check), and a first response is stored once, so an item has one repair at most.
+    """
+    return {rid.removesuffix("/repair"): r for rid, r in store.by_kind("repair").items()}
 
 
 @dataclass
@@ -384,11 +383,16 @@ def _first_pass(rec: dict, sample: Sample | None, stored: dict, repairs: dict) -
         st.verdict = Verdict.failed(outcome, response["error"])
         return st
     st.final_text = strip_reasoning(response["text"])
-    found = evaluator.extract(sample, response["text"])
-    repair = repairs.get(rec["id"])
-    if repair is not None and not repair.get("error") and format_issue(evaluator, sample, repair["text"]) is None:
-        # A repair was asked only because the first answer could not be evaluated; use it if it can.
-        found, st.repaired, st.final_text = evaluator.extract(sample, repair["text"]), True, strip_reasoning(repair["text"])
+    try:
+        found = evaluator.extract(sample, response["text"])
+        repair = repairs.get(rec["id"])
+        if repair is not None and not repair.get("error") and format_issue(evaluator, sample, repair["text"]) is None:
+            # A repair was asked only because the first answer could not be evaluated; use it if it can.
+            found, st.repaired = evaluator.extract(sample, repair["text"]), True
+            st.final_text = strip_reasoning(repair["text"])
+    except Exception as exc:  # noqa: BLE001 - see _evaluator_failed
+        st.verdict = _evaluator_failed(sample, exc)
+        return st
     st.answer, st.extracted_by, st.issue = found.answer, found.rule, found.issue
     return st
 
@@ -402,7 +406,7 @@ def _extract_with_model(staged: list[_Staged], runner) -> None:
     found = runner.extract([(st.sample.question, st.final_text, t) for st, t in zip(asks, typed)])
     for st, ex in zip(asks, found):
         if ex.parsed:
-            st.answer, st.extracted_by = ex.answer, f"extractor:{runner.backend.info.name}"
+            st.answer, st.extracted_by = ex.answer, f"{ex.rule}@{runner.backend.info.name}"
         else:
             st.issue = ex.issue or st.issue
 
@@ -417,13 +421,26 @@ def _judge(staged: list[_Staged], runner) -> None:
             continue
         judge = st.evaluator.judge
         if judge is None or runner is None:
-            st.verdict = st.evaluator.score(st.sample, st.answer)
+            st.verdict = _guarded_verdict(lambda: st.evaluator.score(st.sample, st.answer), st.sample)
         else:
             by_judge.setdefault(judge.name, []).append(st)
     for group in by_judge.values():
         verdicts = runner.judge(group[0].evaluator.judge, [(st.sample, st.answer) for st in group])
         for st, v in zip(group, verdicts):
             st.verdict = v
+
+
+def _guarded_verdict(decide: Callable[[], Verdict], sample: Sample) -> Verdict:
+    """An evaluator that raises on an item is the item's fault (gold of an unexpected shape):
+    the item is ``invalid_sample`` with the cause, and the rest of the run is still scored."""
+    try:
+        return decide()
+    except Exception as exc:  # noqa: BLE001 - recorded on the item, never swallowed
+        return _evaluator_failed(sample, exc)
+
+
+def _evaluator_failed(sample: Sample, exc: Exception) -> Verdict:
+    return Verdict.failed("invalid_sample", f"evaluator {sample.evaluator!r} failed on this item: {_failure(exc)}")
 
 
 def _row(st: _Staged, model: ModelInfo, judge: Backend | None) -> dict:

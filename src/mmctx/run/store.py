@@ -64,6 +64,16 @@ class ResponseStore:
             out[key] = {**json.loads(payload), "error": error}
         return out
 
+    def by_kind(self, kind: str) -> dict[str, dict[str, Any]]:
+        """Stored responses of one kind by request id (the latest, if one was stored twice)."""
+        out = {}
+        rows = self._db.execute(
+            "SELECT request_id, payload, error FROM responses WHERE kind = ? ORDER BY created", (kind,)
+        )
+        for request_id, payload, error in rows:
+            out[request_id] = {**json.loads(payload), "error": error}
+        return out
+
     def copy_from(self, other: "ResponseStore") -> int:
         """Every row of ``other`` not already here, as stored (a merge of shards); returns rows added."""
         before = len(self)
