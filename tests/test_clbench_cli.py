@@ -165,3 +165,22 @@ def test_failures_proposed_by_a_judge_model_are_counted_per_level(scored_run):
         out = _ok("clbench", "failures", str(run), "--judge", f"openai:tagger@{server.base_url}").output
     assert "proposed by tagger" in out
     assert "| context misuse | " in out and "| prior override | 0 | 0 | 2 | 2 |" in out
+
+
+def test_a_judge_that_never_parses_is_reported_not_counted_as_agreeing(scored_run, tmp_path):
+    run, _, judge_url, _ = scored_run
+
+    def broken(body: dict) -> str:
+        return "OK" if prompt_text(body).startswith("Reply with OK") else "maybe"
+
+    with ChatServer(answer=broken) as other:
+        _ok(
+            "clbench", "judges", str(run), "--judge", f"openai:judge-a@{judge_url}",
+            "--judge", f"openai:judge-c@{other.base_url}", "--out", str(tmp_path),
+        )
+    data = json.loads((tmp_path / "judges.json").read_text())
+    assert data["decided_by_call"]["judge-c"] == 0 and data["judge_errors"]["judge-c"] > 0
+    assert data["shared"] == 0  # nothing both judges decided: no agreement claimed
+    duplicate = runner.invoke(app, ["clbench", "judges", str(run), "--judge", f"openai:judge-a@{judge_url}",
+                                    "--judge", f"openai:judge-a@{judge_url}", "--out", str(tmp_path / "dup")])
+    assert duplicate.exit_code == 2 and "distinct names" in duplicate.output

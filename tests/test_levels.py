@@ -229,3 +229,27 @@ def test_write_clbench_report(tmp_path):
         rows = list(csv.DictReader(f))
     roe_c = next(r for r in rows if r["model"] == "Model_C" and r["dataset"] == "Financial Report ROE")
     assert roe_c["context_overflow"] == "3" and roe_c["roe_mae"] == ""
+
+
+def test_map_score_and_courtsi_metric_split_are_reported_beside_the_scores():
+    from mmctx.report.clbench_tables import table3_notes
+    from mmctx.score.levels import aggregate
+
+    def row(i, subset, evaluator, outcome, score, answer_type="route", **detail):
+        return {"id": f"{subset}-{i}", "subset": subset, "evaluator": evaluator, "answer_type": answer_type,
+                "outcome": outcome, "score": score, "detail": detail, "model": "m"}
+
+    rows = [
+        row(0, "ReasonMap-Short", "route", "scored", 1.0, map_score=1.0),
+        row(1, "ReasonMap-Short", "route", "scored", 0.0, map_score=0.25),
+        row(2, "ReasonMap-Short", "route", "unparsed", 0.0),
+        row(0, "CourtSI", "courtsi", "scored", 1.0, answer_type="option"),
+        row(1, "CourtSI", "courtsi", "scored", 0.4, answer_type="number"),
+        row(2, "CourtSI", "courtsi", "scored", 0.8, answer_type="number"),
+        row(3, "CourtSI", "courtsi", "unparsed", 0.0, answer_type="point"),
+    ]
+    scores = aggregate(rows)
+    assert scores.sub_scores["ReasonMap-Short"]["map score"] == pytest.approx((1.25 / 3, 3))
+    assert scores.sub_scores["CourtSI"] == {"MA": (1.0, 1), "MRA": (pytest.approx(0.6), 2), "LocA": (0.0, 1)}
+    notes = " ".join(table3_notes({"m": scores}))
+    assert "ReasonMap-Short map score 0.4167 (n=3)" in notes and "CourtSI MRA 0.6000 (n=2)" in notes

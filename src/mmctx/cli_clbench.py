@@ -189,7 +189,14 @@ def report(
     from mmctx.report.clbench_tables import table2_markdown, table3_markdown, write_clbench_report
     from mmctx.score.levels import aggregate
 
-    scores = {_model_name(r): aggregate(_rows(r)) for r in run_dirs}
+    scores = {}
+    for run_dir in run_dirs:
+        name = _model_name(run_dir)
+        # Two runs of one model (another judge, another suite) are two rows, never one overwriting the other.
+        name = name if name not in scores else f"{name} ({Path(run_dir).name})"
+        if name in scores:
+            _fail(f"two runs named {name!r}; give the run folders distinct names")
+        scores[name] = aggregate(_rows(run_dir))
     print(table2_markdown(scores))
     print()
     print(table3_markdown(scores))
@@ -204,6 +211,7 @@ def judges(
     judge: list[str] = typer.Option(..., help="Judge model spec (repeat for several)."),
     out: Path = typer.Option(..., help="Folder for per-judge results and the comparison."),
     suite_path: Optional[Path] = typer.Option(None, "--suite", help="Suite it ran on (default: the manifest's)."),
+    extractor: Optional[str] = typer.Option(None, help="The extractor the run used (free-form items are extracted as in the run)."),
 ) -> None:
     """Re-judge stored predictions with several judges: per-judge macro scores (Table 4) and agreement."""
     from mmctx.analysis.clbench import judge_comparison
@@ -212,7 +220,7 @@ def judges(
     try:
         bench = _suite_of(run_dir, suite_path)
         backends = [_role_backend(spec) for spec in judge]
-        text = judge_comparison(run_dir, bench, backends, out)
+        text = judge_comparison(run_dir, bench, backends, out, extractor=_role_backend(extractor))
     except (RunError, ValueError, OSError, RuntimeError, KeyError) as exc:
         _fail(str(exc))
     print(text)

@@ -16,6 +16,7 @@ from mmctx.models.base import Backend
 from mmctx.score.levels import read_jsonl
 
 JUDGED_EVALUATORS = ("semantic", "mmlongbench", "rubric", "conclusions")
+_NOT_ANSWERED = ("invalid_sample", "error")
 
 
 def _fmt(x: float | None) -> str:
@@ -26,42 +27,54 @@ def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "judge"
 
 
-def judge_comparison(run_dir: Path, bench, judges: list[Backend], out: Path) -> str:
+def judge_comparison(run_dir: Path, bench, judges: list[Backend], out: Path, extractor: Backend | None = None) -> str:
     """Re-judge a run's stored predictions with each judge; Table 4 (macro per judge) and agreement.
 
     Only items whose evaluator uses a judge are compared (the paper's "datasets requiring LLM
-    judging"). Each judge's verdicts go to ``OUT/<judge>/results.jsonl``; its calls are cached in
-    the run's ``judges.sqlite`` like any judge's.
+    judging"). Macro scores count every such item (failures as 0, as the tables do); agreement
+    (κ, α) is computed only over items each judge actually decided by a call — not items settled
+    without one (an exact match, an empty answer) nor ones that ended ``judge_error`` — so a
+    judge that fails is not counted as agreeing. Pass the run's extractor so free-form items
+    are extracted as they were in the run. Each judge's verdicts go to ``OUT/<judge>/results.jsonl``;
+    its calls are cached in the run's ``judges.sqlite`` like any judge's.
     """
     from mmctx.analysis.agreement import judge_agreement, macro_by_dataset
     from mmctx.run.context import probe_all, score_context_run
 
     if len(judges) < 1:
         raise ValueError("give at least one --judge")
+    names = [j.info.name for j in judges]
+    if len(set(names)) != len(names):
+        raise ValueError(f"judges must have distinct names, got {names}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     scores: dict[str, dict[str, float]] = {}
     datasets: dict[str, str] = {}
+    failed: dict[str, int] = {}
     table_rows = []
     for judge in judges:
         probe_all(judge, None)
         name = judge.info.name
         folder = out / _slug(name)
         folder.mkdir(parents=True, exist_ok=True)
-        rows = score_context_run(run_dir, bench, judge=judge, out=folder / "results.jsonl")
+        rows = score_context_run(run_dir, bench, judge=judge, extractor=extractor, out=folder / "results.jsonl")
         judged = [r for r in rows if r["evaluator"] in JUDGED_EVALUATORS]
-        scores[name] = {r["id"]: r["score"] for r in judged}
+        scores[name] = {r["id"]: r["score"] for r in judged if r["outcome"] == "scored" and "judge_key" in r["detail"]}
+        failed[name] = sum(1 for r in judged if r["outcome"] == "judge_error")
         datasets.update({r["id"]: r["subset"] for r in judged})
         table_rows += [(name, r["subset"], r["score"]) for r in judged]
     if not table_rows:
         raise ValueError(f"{run_dir} has no items scored by a judge ({', '.join(JUDGED_EVALUATORS)})")
     macro = macro_by_dataset(table_rows)
     agreement = judge_agreement(scores, datasets)
-    lines = ["| Judge | " + " | ".join(macro.datasets) + " | Macro |", "|---" * (len(macro.datasets) + 2) + "|"]
+    lines = [
+        "| Judge | " + " | ".join(macro.datasets) + " | Macro | decided by a call | judge_error |",
+        "|---" * (len(macro.datasets) + 4) + "|",
+    ]
     for j in macro.judges:
         cells = [_fmt(macro.per_dataset[j].get(d)) for d in macro.datasets]
-        lines.append(f"| {j} | " + " | ".join(cells) + f" | {_fmt(macro.macro[j])} |")
-    lines += ["", f"Items judged by every judge: {agreement.shared}", ""]
+        lines.append(f"| {j} | " + " | ".join(cells) + f" | {_fmt(macro.macro[j])} | {len(scores[j])} | {failed[j]} |")
+    lines += ["", f"Items decided by a call of every judge (agreement is computed on these): {agreement.shared}", ""]
     if agreement.pairs:
         lines += ["| Judge A | Judge B | n | agreement | Cohen's κ |", "|---|---|---|---|---|"]
         for (a, b), p in agreement.pairs.items():
@@ -72,6 +85,9 @@ def judge_comparison(run_dir: Path, bench, judges: list[Backend], out: Path) -> 
     payload = {
         "judges": [j.info.__dict__ for j in judges],
         "macro": macro.macro,
+        "decided_by_call": {j: len(v) for j, v in scores.items()},
+        "judge_errors": failed,
+        "shared": agreement.shared,
         "per_dataset": macro.per_dataset,
         "kappa": {f"{a} vs {b}": p.kappa for (a, b), p in agreement.pairs.items()},
         "alpha": agreement.alpha,
@@ -89,8 +105,11 @@ def complexity_report(run_dirs: list[Path], tokenizer: str, exclude: list[str], 
     runs = {}
     for run_dir in run_dirs:
         model = json.loads((Path(run_dir) / "manifest.json").read_text())["model"]["name"]
-        runs[model] = complexity_rows(
-            read_jsonl(Path(run_dir) / "results.jsonl"), read_jsonl(Path(run_dir) / "requests.jsonl"), count, name
+        # Items never sent (invalid) or whose call failed say nothing about how context length
+        # affects answers; a context overflow does, and stays.
+        results = [r for r in read_jsonl(Path(run_dir) / "results.jsonl") if r["outcome"] not in _NOT_ANSWERED]
+        runs[model if model not in runs else f"{model} ({Path(run_dir).name})"] = complexity_rows(
+            results, read_jsonl(Path(run_dir) / "requests.jsonl"), count, name
         )
     lines = [
         f"Tokenizer: {name}",

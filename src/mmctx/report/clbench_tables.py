@@ -192,6 +192,11 @@ def table3_notes(runs: Runs) -> list[str]:
             for outcome, hits in scores.non_scored().items()
         ]
         parts += [f"{d} MAE {mae:.2f} pp (n={scores.roe_mae_n[d]})" for d, mae in scores.roe_mae.items()]
+        parts += [
+            f"{d} {name} {mean:.4f} (n={n})"
+            for d, metrics in scores.sub_scores.items()
+            for name, (mean, n) in metrics.items()
+        ]
         if parts:
             notes.append(f"{model}: " + "; ".join(parts))
     return notes

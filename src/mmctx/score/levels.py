@@ -59,6 +59,9 @@ class LevelScores:
     outcomes: dict[str, int]
     roe_mae: dict[str, float] = field(default_factory=dict)
     roe_mae_n: dict[str, int] = field(default_factory=dict)
+    # Per dataset, secondary metrics as (mean, n): ReasonMap's map score beside its binary
+    # topology score, CourtSI's MA / MRA / LocA split (non-scored samples count 0 in each).
+    sub_scores: dict[str, dict[str, tuple[float, int]]] = field(default_factory=dict)
 
     def non_scored(self) -> dict[str, dict[str, int]]:
         """``{outcome: {dataset: count}}`` for every outcome other than ``scored`` that occurred."""
@@ -137,6 +140,7 @@ def aggregate(rows: Iterable[Mapping[str, Any]], model: str | None = None) -> Le
     outcomes: dict[str, dict[str, int]] = defaultdict(_zeros)
     levels: dict[str, tuple[str, str]] = {}
     abs_errors: dict[str, list[float]] = defaultdict(list)
+    subs: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     seen: set[tuple[str, str]] = set()
     models: Counter[str] = Counter()
     for index, row in enumerate(rows):
@@ -158,14 +162,30 @@ def aggregate(rows: Iterable[Mapping[str, Any]], model: str | None = None) -> Le
         detail = row.get("detail") or {}
         if row.get("evaluator") == ROE_EVALUATOR and row["outcome"] == "scored" and "abs_error" in detail:
             abs_errors[subset].append(float(detail["abs_error"]))
+        for name, value in _sub_scores(row, detail):
+            subs[subset][name].append(value)
     if not counts:
         raise ValueError("no results rows to aggregate")
     return _collect(
-        model or (models.most_common(1)[0][0] if models else ""), sums, counts, outcomes, levels, abs_errors
+        model or (models.most_common(1)[0][0] if models else ""), sums, counts, outcomes, levels, abs_errors, subs
     )
 
 
-def _collect(model, sums, counts, outcomes, levels, abs_errors) -> LevelScores:
+_COURTSI_METRIC = {"option": "MA", "number": "MRA", "point": "LocA"}
+
+
+def _sub_scores(row: Mapping[str, Any], detail: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """The secondary metrics a row contributes to: ReasonMap's map score, CourtSI's metric split."""
+    scored = row["outcome"] == "scored"
+    if row.get("evaluator") == "route" and row["outcome"] != "invalid_sample":
+        value = detail.get("map_score") if scored else 0.0
+        return [("map score", float(value))] if isinstance(value, (int, float)) else []
+    if row.get("evaluator") == "courtsi" and row.get("answer_type") in _COURTSI_METRIC:
+        return [(_COURTSI_METRIC[row["answer_type"]], float(row["score"]))]
+    return []
+
+
+def _collect(model, sums, counts, outcomes, levels, abs_errors, subs) -> LevelScores:
     datasets = dataset_order(counts)
     level_sum: dict[str, float] = defaultdict(float)
     level_n: dict[str, int] = defaultdict(int)
@@ -193,4 +213,5 @@ def _collect(model, sums, counts, outcomes, levels, abs_errors) -> LevelScores:
         outcomes={o: sum(outcomes[d][o] for d in datasets) for o in OUTCOMES},
         roe_mae={d: sum(e) / len(e) for d in datasets if (e := abs_errors.get(d))},
         roe_mae_n={d: len(e) for d in datasets if (e := abs_errors.get(d))},
+        sub_scores={d: {k: (sum(v) / len(v), len(v)) for k, v in subs[d].items()} for d in datasets if d in subs},
     )
