@@ -114,6 +114,33 @@ def test_normalize_text():
         ("2 + 3 = 5", 5.0, False),
         ("15.23% (0.1523)", 15.23, True),
         (".5", 0.5, False),
+        ("(12)", -12.0, False),
+        ("15.23 %", 15.23, True),
+        ("1.2×10^3", 1200.0, False),
+        ("2×10^3", 2000.0, False),
+        ("12,345,678", 12345678.0, False),
+        ("1,234, 5", 1234.0, False),  # ", " separates numbers; it is no grouping
+        # fractions of two plain integers
+        ("1/2", 0.5, False),
+        ("3/4", 0.75, False),
+        ("-1/2", -0.5, False),
+        ("−1/2", -0.5, False),
+        ("3 / 4", 0.75, False),
+        (r"\frac{1}{2}", 0.5, False),
+        (r"\dfrac{3}{4}", 0.75, False),
+        ("1/2, 3/4", 0.5, False),
+        ("1/2/2020", 1.0, False),  # a date is no fraction (read as before)
+        ("0.5/2", 0.5, False),  # nor is a decimal over an integer
+        # a single leading zero before a comma is a decimal comma (documented choice)
+        ("0,5", 0.5, False),
+        ("-0,25", -0.25, False),
+        # powers
+        ("10^3", 1000.0, False),
+        ("10^-3", 0.001, False),
+        ("10^{3}", 1000.0, False),
+        ("10³", 1000.0, False),
+        ("2^10", 1024.0, False),
+        ("5 m²", 5.0, False),  # a unit's superscript is not a power of the number
     ],
 )
 def test_parse_number(text, value, percent):
@@ -126,6 +153,40 @@ def test_parse_number_refuses_non_numbers_and_glued_letters():
     assert parse_number("A3").value is None
     assert numbers_in("15% (0.15)") == [15.0, 0.15]  # an aside in parentheses is not a negative
     assert is_plain_number("11.90") and is_plain_number("$1,234") and not is_plain_number("5 apples")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1,5",  # a decimal comma or a grouping: ambiguous
+        "1,23",
+        "1,234,56",  # malformed grouping
+        "1 234,5",
+        "00,5",  # not a single leading zero
+        "0,5,6",
+        "x = 1,5",  # the stated number is unreadable: no fallback to another number
+        "1,5 (about 2)",
+        "1/0",
+        "10^400",
+        "1e400",
+    ],
+)
+def test_parse_number_refuses_ambiguous_and_unreadable_numbers(text):
+    assert parse_number(text).value is None
+
+
+def test_numeric_evaluator_says_unparsed_for_an_ambiguous_comma():
+    s = open_sample("X", "numeric", "number", {"value": 1.5})
+    v = get_evaluator("numeric").score(s, "1,5")
+    assert v.outcome == "unparsed" and v.score == 0.0
+    found, _ = run(s, "Answer: 1,234,56")
+    assert not found.parsed
+    s = open_sample("X", "numeric", "number", {"value": 0.5})
+    assert run(s, "Answer: 1/2")[1].score == 1.0
+    assert run(s, "Answer: 0,5")[1].score == 1.0
+    s = open_sample("X", "numeric", "number", {"value": 1000})
+    assert run(s, "Answer: 10^3")[1].score == 1.0
+    assert numbers_in("1,5 or 2") == [2.0] and not is_plain_number("1,5") and is_plain_number("1/2")
 
 
 # ---------------------------------------------------------------- choice

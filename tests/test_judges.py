@@ -148,10 +148,43 @@ def test_mmlongbench_not_answerable_is_decided_by_rule():
     na = item("Not answerable", evaluator="mmlongbench")
     assert judge.precheck(na, "Not answerable").score == 1.0
     assert judge.precheck(na, "not answerable.").score == 1.0
-    assert (judge.precheck(na, "5").outcome, judge.precheck(na, "5").score) == ("scored", 0.0)
-    assert judge.precheck(item("5", evaluator="mmlongbench"), "Not answerable").score == 0.0
+    assert judge.precheck(na, "The question cannot be answered").detail["mode"] == "not_answerable"
     assert judge.precheck(item("5", evaluator="mmlongbench"), "five") is None
     assert evaluator.score(na, "Not answerable").score == 1.0 and evaluator.typed_extraction
+
+
+def test_mmlongbench_not_answerable_paraphrase_goes_to_the_judge():
+    evaluator = get_evaluator("mmlongbench")
+    judge = evaluator.judge
+    na = item("Not answerable", evaluator="mmlongbench")
+    paraphrase = "The document does not provide this information."
+    assert judge.precheck(na, paraphrase) is None  # not scored 0 by the exact-phrase shortcut
+    assert judge.precheck(na, "5") is None  # any non-exact answer to a "Not answerable" gold is judged
+    prompt = text_of(judge.prompt(na, paraphrase))
+    assert "only a prediction stating that the question cannot be answered is equivalent" in prompt
+    assert paraphrase in prompt and "Not answerable" in prompt
+    hit = judge.verdict(na, paraphrase, judge.parse("True"))
+    assert (hit.outcome, hit.score, hit.detail["mode"]) == ("scored", 1.0, "judge")
+    miss = judge.verdict(na, "5", judge.parse("False"))
+    assert (miss.score, miss.detail["mode"]) == (0.0, "judge")
+    # without a judge the paraphrase matches nothing: 0, and the detail says so
+    base_ = evaluator.score(na, paraphrase)
+    assert (base_.outcome, base_.score, base_.detail["mode"]) == ("scored", 0.0, "baseline")
+    exact = evaluator.score(na, "unanswerable")
+    assert (exact.score, exact.detail["mode"]) == (1.0, "baseline")
+
+
+def test_mmlongbench_not_answerable_prediction_against_a_real_gold_scores_zero():
+    evaluator = get_evaluator("mmlongbench")
+    judge = evaluator.judge
+    gold = item("5", evaluator="mmlongbench")
+    for said in ("Not answerable", "not answerable.", "Cannot be answered from the document"):
+        v = judge.precheck(gold, said)
+        assert (v.outcome, v.score, v.detail["mode"]) == ("scored", 0.0, "not_answerable")
+        b = evaluator.score(gold, said)
+        assert (b.outcome, b.score, b.detail["mode"]) == ("scored", 0.0, "baseline")
+    # the plain semantic judge has no such rule: the phrase is judged like any answer
+    assert SEMANTIC.judge.precheck(item("5"), "Not answerable") is None
 
 
 # ---- rubric judge -------------------------------------------------------------------------------------

@@ -202,6 +202,32 @@ def test_malformed_output_is_unparsed():
     assert v.outcome == "unparsed" and v.score == 0.0
 
 
+@pytest.mark.parametrize(
+    "response",
+    [
+        "Route Name:\nDeparture Stop:\nArrival Stop:",
+        "Route Name:   \nDeparture Stop: Apple\nArrival Stop: Central",
+        "Route Name: Line 1\nDeparture Stop: \t\nArrival Stop: Central",
+        "**Route Name:** Line 1\n**Departure Stop:** Apple\n**Arrival Stop:** **",
+    ],
+)
+def test_blank_core_field_counts_as_missing(response):
+    sample = make()
+    ev = get_evaluator("route")
+    assert parse_segments(response) == []
+    found = ev.extract(sample, response)
+    assert not found.parsed and "Route Name" in found.issue
+    v = ev.score(sample, response)
+    assert (v.outcome, v.score) == ("unparsed", 0.0)
+
+
+def test_blank_section_is_dropped_beside_a_full_one():
+    response = "Route Name:\nDeparture Stop:\nArrival Stop:\n--\n" + seg("Line 1", "Apple", "Dragon")
+    segments = parse_segments(response)
+    assert len(segments) == 1 and segments[0].line == "Line 1"
+    assert judge(make(end="Dragon Station"), response).score == 1.0
+
+
 def test_invalid_gold_is_invalid_sample():
     sample = make()
     sample.gold = {"station_1": "Apple"}
@@ -268,6 +294,39 @@ def test_map_score_long_variant_is_inferred_from_the_question():
     )
     v = judge(sample, response)
     # base 9 + 8 = 17, +20 → 37/40.
+    assert v.detail["variant"] == "long_num_via" and v.detail["map_score"] == pytest.approx(37 / 40)
+
+
+@pytest.mark.parametrize(
+    ("question", "variant"),
+    [
+        ("How do I get there? Include the number of via stops for each route section.", "long_num_via"),
+        ("HOW MANY? NUMBER OF VIA STOPS: x", "long_num_via"),
+        ("Give the route, including all the via stops of each section.", "long_via"),
+        ("List the via-stops too.", "long_via"),
+        ("Via Stops: a, b", "long_via"),
+        ("Provide only one optimal route, with only the line name and the departure and arrival stations.", "short"),
+    ],
+)
+def test_variant_is_inferred_from_the_question_case_insensitively(question, variant):
+    sample = make(question=question)
+    del sample.gold["variant"]
+    assert route.variant_of(sample) == variant
+    sample.gold["variant"] = "short"  # an explicit variant wins over the question
+    assert route.variant_of(sample) == "short"
+
+
+def test_lowercase_long_question_scores_the_via_count():
+    question = "... and include the number of via stops for each route section."
+    sample = make(question=question)
+    del sample.gold["variant"]
+    response = (
+        seg("Line 1", "Apple", "Central", "Number of Via Stops: 1\n")
+        + "--\n"
+        + seg("Line 2", "Central", "Forest", "Number of Via Stops: 2\n")
+    )
+    v = judge(sample, response)
+    # as above: base 9 + 8 = 17, +20 → 37/40 (not the short score, 19/20).
     assert v.detail["variant"] == "long_num_via" and v.detail["map_score"] == pytest.approx(37 / 40)
 
 

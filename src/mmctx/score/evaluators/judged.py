@@ -8,7 +8,12 @@ like an unparseable reply, since asking again is the only remedy in both cases.
 
   - `SemanticJudge`: strict semantic equivalence of an extracted answer with the gold, ``True`` /
     ``False`` (Pix2Fact, BrowseComp-V3, general open answers; MMLongBench-Pic with its
-    "Not answerable" rule). Exact matches are decided without a call.
+    "Not answerable" rule). Exact matches are decided without a call. With the "Not answerable"
+    rule: an exact not-answerable phrase against a "Not answerable" gold scores 1 without a
+    call; any other answer to such a gold (a paraphrase like "The document does not provide
+    this information.") goes to the judge, whose prompt carries the rule; a not-answerable
+    phrase against a real gold scores 0 without a call. Without a judge (the evaluator's
+    ``score``) a paraphrase matches nothing and scores 0, ``mode="baseline"``.
   - `RubricJudge`: CL-bench's all-or-nothing rubric grading. As in CL-bench's ``eval.py`` the
     judge sees the rubrics and the response only — neither the context nor the question.
   - `ConclusionsJudge`: the list-count judge of paper-conclusion inference; the score is
@@ -281,7 +286,7 @@ class SemanticJudge:
 
     name: str = "semantic"
     max_new_tokens: int = 16
-    not_answerable: bool = False  # MMLongBench-Pic: "Not answerable" is decided by rule, both ways
+    not_answerable: bool = False  # MMLongBench-Pic: exact "Not answerable" phrases decided by rule, paraphrases judged
 
     def precheck(self, sample: Sample, answer: str) -> Verdict | None:
         if not answer.strip():
@@ -315,12 +320,17 @@ class SemanticJudge:
 
 
 def _not_answerable_verdict(sample: Sample, answer: str) -> Verdict | None:
-    """MMLongBench-Doc's rule: a "Not answerable" gold or prediction is decided by matching, not judged."""
+    """MMLongBench-Doc's rule where matching settles it: a None leaves the answer to the judge.
+
+    Gold and answer both an exact not-answerable phrase → 1; the answer such a phrase but the
+    gold a real answer → 0. A "Not answerable" gold against any other answer is NOT decided
+    here: a paraphrase ("the document does not say") may be equivalent, so the judge decides.
+    """
     gold_na = any(_not_answerable(a) for a in gold_aliases(sample))
     said_na = _not_answerable(answer)
-    if not (gold_na or said_na):
-        return None
-    return Verdict.scored(1.0 if gold_na and said_na else 0.0, answer, mode="not_answerable")
+    if said_na:
+        return Verdict.scored(1.0 if gold_na else 0.0, answer, mode="not_answerable")
+    return None
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,9 @@
 
 Parsing (ReasonMap ``main.py``): the final answer (an ``<answer>…</answer>`` span if there is
 one) is split on ``--``; a section is a segment only if it holds all of ``Route Name:``,
-``Departure Stop:`` and ``Arrival Stop:``, other sections are dropped. ``Number of Via Stops:``
-and ``Via Stops:`` are read when present. No segment → unparsed.
+``Departure Stop:`` and ``Arrival Stop:`` with a non-blank value, other sections are dropped (a
+blank value counts as missing, so a bare template is unparsed, not scored 0). ``Number of Via
+Stops:`` and ``Via Stops:`` are read when present. No segment → unparsed.
 
 Correctness, the verdict's score (ReasonMap Alg. 1; membership only, as upstream):
   1. endpoints: the first departure is ``station_1`` and the last arrival is ``station_2``;
@@ -21,8 +22,9 @@ Map score (ReasonMap Alg. 2, in [0, 1]), the max over the reference plans in ``g
   ``(IoU·10 + min(10, hits))/2`` with hits = answer via stops found among the paired reference
   segment's, and the IoU over the via stops of segments whose lines match.
   Cap at 10 (short) or 20 (long), add 10 / 20 if correct, divide by 20 / 40. ``variant``
-  comes from ``gold["variant"]``, else from the question ("Number of Via Stops" → long_num_via,
-  "Via Stops" → long_via, else short). No reference plan → ``map_score`` None.
+  comes from ``gold["variant"]``, else from the question, case-insensitively ("Number of Via
+  Stops" / "the number of via stops" → long_num_via, "Via Stops" / "including all the via stops"
+  → long_via, else short). No reference plan → ``map_score`` None.
 
 Where this differs from ReasonMap's released code (deliberately):
   - stations: ``clean_string`` (drop "Metro"/"metro", ``,``, ``*``, newlines, ``(…)`` and
@@ -125,15 +127,15 @@ def _via_list(value: str | None) -> tuple[str, ...] | None:
 
 
 def parse_segments(text: str) -> list[Segment]:
-    """The ``--``-separated segments holding all three core fields, in order."""
+    """The ``--``-separated segments holding all three core fields with non-blank values, in order."""
     spans = _ANSWER_SPAN.findall(text or "")
     if spans:
         text = spans[-1]
     segments = []
     for section in (text or "").split("--"):
         values = {key: _field(section, key) for key in _LABELS}
-        if any(values[key] is None for key in _CORE):
-            continue  # ReasonMap drops sections lacking a core field
+        if any(not (values[key] or "").strip() for key in _CORE):
+            continue  # ReasonMap drops sections lacking a core field; a blank value counts as lacking
         segments.append(
             Segment(
                 values["line"] or "",
@@ -337,14 +339,20 @@ def map_score(
     return best / full, best_key
 
 
+# ReasonMap's long questions say "number of via stops" / "including all the via stops" in lowercase
+_NUM_VIA_QUESTION = re.compile(r"\bnumber\s+of\s+via[\s-]+stops\b", re.I)
+_VIA_QUESTION = re.compile(r"\bvia[\s-]+stops\b", re.I)
+
+
 def variant_of(sample: Sample) -> str:
     gold = sample.gold if isinstance(sample.gold, Mapping) else {}
     variant = gold.get("variant")
     if variant in VARIANTS:
         return variant
-    if "Number of Via Stops" in sample.question:
+    question = sample.question or ""
+    if _NUM_VIA_QUESTION.search(question):
         return "long_num_via"
-    if "Via Stops" in sample.question:
+    if _VIA_QUESTION.search(question):
         return "long_via"
     return "short"
 

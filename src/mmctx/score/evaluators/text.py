@@ -12,9 +12,18 @@
 ``parse_number``       the number an answer states, with whether a ``%`` (or "percent") went with it.
 
 Number reading (``parse_number``), all documented choices:
-  - thousands separators ``1,234.5`` and ``1 234`` (groups of exactly three digits); LaTeX
-    ``1{,}234`` and ``1\\,234`` likewise; a decimal comma ("1,5") is NOT read as a decimal;
+  - thousands separators ``1,234.5`` and ``1 234`` (groups of exactly three digits, the first of
+    one to three digits not starting with 0); LaTeX ``1{,}234`` and ``1\\,234`` likewise;
+  - a comma between digits that is not such a grouping is ambiguous (a decimal comma "1,5" or
+    a malformed grouping "1,234,56", "1,23", "1 234,5"): the number is unreadable, and when it
+    is the one chosen, ``value`` is None (the evaluator says unparsed) rather than a misread 1;
+    the one exception is a single leading zero, "0,5" / "-0,25", which cannot be a thousands
+    grouping and is read as the decimal 0.5 / -0.25;
+  - fractions of two plain integers ``1/2``, ``-3/4``, ``3 / 4``, LaTeX ``\\frac{1}{2}`` (also
+    ``\\dfrac`` / ``\\tfrac``) → 0.5, -0.75; not a date-like ``1/2/2020`` (read as before: 1), not a
+    decimal ``0.5/2`` (0.5); a zero denominator makes the number unreadable;
   - scientific ``1.2e3``, ``1.2E-3``, ``1.2×10^3``, ``1.2 x 10^{3}``, ``1.2\\times10^{-3}``, ``1.2·10³``;
+    powers ``10^3``, ``10^-3``, ``10^{3}``, ``10³``, ``2^10`` (an overflowing power is unreadable);
   - signs: ``-``, ``+``, the Unicode minus ``−`` and similar dashes; an accounting negative
     ``(123)`` when the parentheses wrap the number (and optional currency / ``%``) alone;
   - units and currency are ignored ("3.5 m", "$12", "12元"); scale words ("million", "万") are
@@ -163,10 +172,22 @@ class ParsedNumber(NamedTuple):
 _SUPERSCRIPT = str.maketrans("⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺", "0123456789-+")
 _SUPER_RUN = re.compile(r"[⁻⁺]?[⁰¹²³⁴⁵⁶⁷⁸⁹]+")
 _DASHES = str.maketrans({"−": "-", "–": "-", "‒": "-", "—": "-", "﹣": "-", "－": "-"})
-_MANTISSA = r"(?:\d{1,3}(?:,\d{3})+(?!\d|,\d)|\d{1,3}(?: \d{3})+(?!\d)|\d+)(?:\.\d+)?|\.\d+"
-_EXPONENT = r"(?:[eE][-+]?\d+(?![\w])|\s*(?:×|x|X|\*|·|\\times|\\cdot)\s*10\s*\^\s*\{?\s*(?P<pow>[-+]?\d+)\s*\}?)"
+_GROUPED = r"(?:[1-9]\d{0,2}(?:,\d{3})+|\d{1,3}(?: \d{3})+)(?!\d|,\d)"
+_MANTISSA = rf"(?:{_GROUPED}|\d+)(?:\.\d+)?|\.\d+"
+_EXPONENT = (
+    r"(?:[eE][-+]?\d+(?![\w])"
+    r"|\s*(?:×|x|X|\*|·|\\times|\\cdot)\s*10\s*\^\s*\{?\s*(?P<pow>[-+]?\d+)\s*\}?"
+    r"|[ \t]*\^[ \t]*\{?[ \t]*(?P<power>[-+]?\d+)[ \t]*\}?(?![\d.]))"
+)
+# fraction of two plain integers, not part of a date "1/2/2020" nor of a decimal "1/2.5"
+_FRACTION = r"(?<!/)(?P<num>\d+)[ \t]*/[ \t]*(?P<den>\d+)(?!\d|[.,]\d|[ \t]*/[ \t]*\d)"
+_DECIMAL_COMMA = r"(?P<dcomma>0,\d+)(?!\d|[.,]\d)"  # "0,5": a leading 0 cannot open a grouping
+# a comma between digits that is no valid thousands grouping: "1,5", "1,234,56", "1 234,5"
+_AMBIGUOUS = rf"(?!{_GROUPED})(?P<ambiguous>\d+(?: \d{{3}})*(?:,\d+)+(?:\.\d+)?)"
 _NUMBER = re.compile(
-    rf"(?<![\w.])(?P<sign>[-+]\s?)?(?P<mant>{_MANTISSA})(?P<exp>{_EXPONENT})?(?P<pct>\s*(?:%|percent\b|per cent\b))?",
+    rf"(?<![\w.])(?P<sign>[-+]\s?)?"
+    rf"(?:{_FRACTION}|{_DECIMAL_COMMA}|{_AMBIGUOUS}|(?P<mant>{_MANTISSA})(?P<exp>{_EXPONENT})?)"
+    rf"(?P<pct>\s*(?:%|percent\b|per cent\b))?",
     re.I,
 )
 _CURRENCY = r"[$€£¥₹₩]|US\$|RMB|CNY|USD|EUR"
@@ -176,16 +197,32 @@ def _prepare_number_text(s: str) -> str:
     s = _SUPER_RUN.sub(lambda m: "^" + m.group().translate(_SUPERSCRIPT), s or "")
     s = unicodedata.normalize("NFKC", s).translate(_DASHES)
     s = s.replace("{,}", ",").replace("\\,", " ").replace("\\!", "").replace("\\%", "%").replace("\\ ", " ")
+    s = re.sub(r"\\[dt]?frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}", r"\1/\2", s)
     return re.sub(r"\\(?:text|mathrm|textbf)\{([^{}]*)\}", r"\1", s)
 
 
 def _value(m: re.Match[str]) -> float:
-    mant = m.group("mant").replace(",", "").replace(" ", "")
-    value = float(mant)
-    exp = m.group("exp")
-    if exp:
-        power = m.group("pow")
-        value = value * 10.0 ** int(power) if power is not None else float(mant + exp.strip())
+    """The match's value; NaN when it is unreadable (ambiguous comma, zero denominator, overflow)."""
+    try:
+        if m.group("ambiguous") is not None:
+            return math.nan
+        if m.group("num") is not None:
+            value = int(m.group("num")) / int(m.group("den"))
+        elif m.group("dcomma") is not None:
+            value = float(m.group("dcomma").replace(",", "."))
+        else:
+            mant = m.group("mant").replace(",", "").replace(" ", "")
+            value = float(mant)
+            exp = m.group("exp")
+            if exp:
+                if m.group("pow") is not None:
+                    value = value * 10.0 ** int(m.group("pow"))
+                elif m.group("power") is not None:
+                    value = value ** int(m.group("power"))
+                else:
+                    value = float(mant + exp.strip())
+    except (OverflowError, ZeroDivisionError):
+        return math.nan
     if m.group("sign") and m.group("sign").strip() == "-":
         value = -value
     return value
@@ -203,17 +240,19 @@ def _accounting_negative(text: str, m: re.Match[str]) -> bool:
 
 
 def _matches(text: str) -> list[re.Match[str]]:
+    """The readable numbers in ``text``."""
     return [m for m in _NUMBER.finditer(text) if math.isfinite(_value(m))]
 
 
 def numbers_in(s: str) -> list[float]:
-    """Every number in ``s``, in order, read as `parse_number` reads one."""
+    """Every readable number in ``s``, in order, read as `parse_number` reads one (unreadable ones skipped)."""
     text = _prepare_number_text(s)
     return [(-_value(m) if _accounting_negative(text, m) else _value(m)) for m in _matches(text)]
 
 
 def _chosen(text: str) -> re.Match[str] | None:
-    found = _matches(text)
+    """The number the text states (readable or not), by the rule in the module docstring."""
+    found = list(_NUMBER.finditer(text))
     if not found:
         return None
     for eq in reversed(list(re.finditer(r"=|≈|\\approx", text))):
@@ -230,6 +269,8 @@ def parse_number(s: str) -> ParsedNumber:
     if m is None:
         return ParsedNumber(None, False)
     value = _value(m)
+    if not math.isfinite(value):  # the stated number is unreadable: never fall back to another
+        return ParsedNumber(None, False)
     if _accounting_negative(text, m):
         value = -value
     return ParsedNumber(value, bool(m.group("pct")))
