@@ -90,13 +90,16 @@ def run(
     batch_size: int = typer.Option(8, help="Prompts per generate call."),
     device: str = typer.Option("auto", help="auto, cpu, cuda, …"),
     dtype: str = typer.Option("auto", help="auto, float32, bfloat16, float16."),
+    revision: Optional[str] = typer.Option(None, help="Model revision (branch, tag or commit) to pin."),
+    trust_remote_code: bool = typer.Option(False, help="Allow the model repository's own code to run."),
+    adapter: Optional[str] = typer.Option(None, help="Model family adapter (default: picked by model id)."),
     base_url: Optional[str] = typer.Option(None, help="openai: models: the server's base URL."),
     retry_errors: bool = typer.Option(False, help="Ask again for responses stored as errors."),
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
     """Run a model on a suite (resumable), score it, and print Tables 2 and 3 for it."""
     from mmctx.data.clbench.loader import load_clbench
-    from mmctx.models import load_backend
+    from mmctx.models import load_backend, sized_by_plan
     from mmctx.models.hf import ModelError
     from mmctx.prompts.context import DEFAULT_SYSTEM
     from mmctx.report.clbench_tables import table2_markdown, table3_markdown
@@ -121,7 +124,10 @@ def run(
         )
         options = {"base_url": base_url} if base_url and model.startswith("openai:") else {}
         if not model.startswith("openai:"):
-            options.update(device=device, dtype=dtype, batch_size=batch_size)
+            options.update(device=device, dtype=dtype, batch_size=batch_size, trust_remote_code=trust_remote_code)
+            options.update({k: v for k, v in (("revision", revision), ("adapter", adapter)) if v is not None})
+        if sized_by_plan(model):
+            options["max_images"] = max((len(q.context_images) for q in bench.queries), default=0)
         backend = load_backend(model, **options)
         stats = run_context(
             bench, backend, out, config, judge=_role_backend(judge), extractor=_role_backend(extractor),
