@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-from pathlib import Path
 
 import pytest
 
@@ -38,12 +37,23 @@ def toy(tmp_path_factory):
 def scored_run(toy, tmp_path_factory):
     run = tmp_path_factory.mktemp("run") / "run"
     bench = load_clbench(toy)
-    with ChatServer(answer=scripted_model(bench.queries, "wrong_reply")) as model, ChatServer(
-        answer=scripted_judge(bench.queries)
-    ) as judge:
+    with (
+        ChatServer(answer=scripted_model(bench.queries, "wrong_reply")) as model,
+        ChatServer(answer=scripted_judge(bench.queries)) as judge,
+    ):
         result = _ok(
-            "clbench", "run", str(toy), "--model", f"openai:mock-vlm@{model.base_url}", "--out", str(run),
-            "--judge", f"openai:judge-a@{judge.base_url}", "--no-progress", "--max-new-tokens", "64",
+            "clbench",
+            "run",
+            str(toy),
+            "--model",
+            f"openai:mock-vlm@{model.base_url}",
+            "--out",
+            str(run),
+            "--judge",
+            f"openai:judge-a@{judge.base_url}",
+            "--no-progress",
+            "--max-new-tokens",
+            "64",
         )
         yield run, result.output, judge.base_url, bench
 
@@ -92,8 +102,15 @@ def test_judges_compares_two_judges_and_reports_agreement(scored_run, tmp_path):
 
     with ChatServer(answer=generous) as other:
         out = _ok(
-            "clbench", "judges", str(run), "--judge", f"openai:judge-a@{judge_url}",
-            "--judge", f"openai:judge-b@{other.base_url}", "--out", str(tmp_path),
+            "clbench",
+            "judges",
+            str(run),
+            "--judge",
+            f"openai:judge-a@{judge_url}",
+            "--judge",
+            f"openai:judge-b@{other.base_url}",
+            "--out",
+            str(tmp_path),
         ).output
     assert "judge-a" in out and "judge-b" in out and "Cohen's κ" in out and "Krippendorff" in out
     data = json.loads((tmp_path / "judges.json").read_text())
@@ -130,8 +147,19 @@ def test_paper_and_roe_items_are_built_from_pdfs_into_a_suite(tmp_path):
     findings.write_text("Response rises with dose\nThe drug is well tolerated\n")
     _ok("clbench", "paper", str(write_paper(tmp_path / "paper.pdf")), "--out", str(suite), "--findings", str(findings))
     _ok(
-        "clbench", "roe", str(write_report(tmp_path / "report.pdf")), "--out", str(suite),
-        "--net-profit", "60", "--revenue", "800", "--total-assets", "1200", "--equity", "480",
+        "clbench",
+        "roe",
+        str(write_report(tmp_path / "report.pdf")),
+        "--out",
+        str(suite),
+        "--net-profit",
+        "60",
+        "--revenue",
+        "800",
+        "--total-assets",
+        "1200",
+        "--equity",
+        "480",
     )
     bench = load_clbench(suite)
     by_task = {q.task: q for q in bench.queries}
@@ -175,12 +203,31 @@ def test_a_judge_that_never_parses_is_reported_not_counted_as_agreeing(scored_ru
 
     with ChatServer(answer=broken) as other:
         _ok(
-            "clbench", "judges", str(run), "--judge", f"openai:judge-a@{judge_url}",
-            "--judge", f"openai:judge-c@{other.base_url}", "--out", str(tmp_path),
+            "clbench",
+            "judges",
+            str(run),
+            "--judge",
+            f"openai:judge-a@{judge_url}",
+            "--judge",
+            f"openai:judge-c@{other.base_url}",
+            "--out",
+            str(tmp_path),
         )
     data = json.loads((tmp_path / "judges.json").read_text())
     assert data["decided_by_call"]["judge-c"] == 0 and data["judge_errors"]["judge-c"] > 0
     assert data["shared"] == 0  # nothing both judges decided: no agreement claimed
-    duplicate = runner.invoke(app, ["clbench", "judges", str(run), "--judge", f"openai:judge-a@{judge_url}",
-                                    "--judge", f"openai:judge-a@{judge_url}", "--out", str(tmp_path / "dup")])
+    duplicate = runner.invoke(
+        app,
+        [
+            "clbench",
+            "judges",
+            str(run),
+            "--judge",
+            f"openai:judge-a@{judge_url}",
+            "--judge",
+            f"openai:judge-a@{judge_url}",
+            "--out",
+            str(tmp_path / "dup"),
+        ],
+    )
     assert duplicate.exit_code == 2 and "distinct names" in duplicate.output

@@ -25,8 +25,15 @@ from tests.fixtures.clbench import scripted_judge, scripted_model
 
 FAST = RetryPolicy(max_attempts=2, timeout=5.0, base_delay=0.01, max_delay=0.05)
 RULE_SUBSETS = [
-    "ReasonMap-Short", "ReasonMap-Long", "ReasonMap-Plus", "Insight-O3", "ZeroBench", "CourtSI", "MIRBench",
-    "Financial Report ROE", "PRISMM-Bench",
+    "ReasonMap-Short",
+    "ReasonMap-Long",
+    "ReasonMap-Plus",
+    "Insight-O3",
+    "ZeroBench",
+    "CourtSI",
+    "MIRBench",
+    "Financial Report ROE",
+    "PRISMM-Bench",
 ]
 
 
@@ -36,8 +43,9 @@ def toy(tmp_path_factory):
 
 
 def _config(bench, **kw) -> ContextConfig:
-    return ContextConfig(suite=str(bench.root), suite_name=bench.name, suite_sha256=bench.fingerprint(),
-                         **{"max_new_tokens": 256, **kw})
+    return ContextConfig(
+        suite=str(bench.root), suite_name=bench.name, suite_sha256=bench.fingerprint(), **{"max_new_tokens": 256, **kw}
+    )
 
 
 def _backend(server: ChatServer) -> OpenAIBackend:
@@ -72,18 +80,25 @@ def test_prompts_carry_system_context_in_order_task_and_suffix(toy):
 
 
 def test_reference_replies_score_full_marks_and_wrong_ones_zero(toy, tmp_path):
-    with ChatServer(answer=scripted_model(toy.queries)) as model, ChatServer(answer=scripted_judge(toy.queries)) as jserver:
-        stats = run_context(toy, _backend(model), tmp_path / "right", _config(toy), judge=_backend(jserver),
-                            show_progress=False)
+    with (
+        ChatServer(answer=scripted_model(toy.queries)) as model,
+        ChatServer(answer=scripted_judge(toy.queries)) as jserver,
+    ):
+        stats = run_context(
+            toy, _backend(model), tmp_path / "right", _config(toy), judge=_backend(jserver), show_progress=False
+        )
     rows = _results(tmp_path / "right")
     assert stats.outcomes == {"scored": 28}
     assert {i: r["score"] for i, r in rows.items() if r["score"] != 1.0} == {}
     scores = aggregate(rows.values())
     assert scores.overall == 1.0
-    with ChatServer(answer=scripted_model(toy.queries, "wrong_reply")) as model, ChatServer(
-        answer=scripted_judge(toy.queries)
-    ) as jserver:
-        run_context(toy, _backend(model), tmp_path / "wrong", _config(toy), judge=_backend(jserver), show_progress=False)
+    with (
+        ChatServer(answer=scripted_model(toy.queries, "wrong_reply")) as model,
+        ChatServer(answer=scripted_judge(toy.queries)) as jserver,
+    ):
+        run_context(
+            toy, _backend(model), tmp_path / "wrong", _config(toy), judge=_backend(jserver), show_progress=False
+        )
     wrong = _results(tmp_path / "wrong")
     assert {r["outcome"] for r in wrong.values()} == {"scored"}
     assert max(r["score"] for r in wrong.values()) == 0.0
@@ -92,8 +107,9 @@ def test_reference_replies_score_full_marks_and_wrong_ones_zero(toy, tmp_path):
 
 def test_repair_asks_once_more_and_keeps_both_attempts(toy, tmp_path):
     with ChatServer(answer=scripted_model(toy.queries, "I cannot tell.", repaired="reference_reply")) as model:
-        stats = run_context(toy, _backend(model), tmp_path / "run", _config(toy, repair=True, subsets=RULE_SUBSETS),
-                            show_progress=False)
+        stats = run_context(
+            toy, _backend(model), tmp_path / "run", _config(toy, repair=True, subsets=RULE_SUBSETS), show_progress=False
+        )
         asked = [prompt_text(r.body) for r in model.chat_records()]
     rows = _results(tmp_path / "run")
     assert stats.repairs_asked == len(rows) == 18
@@ -118,8 +134,9 @@ def test_a_resumed_run_sends_nothing_again(toy, tmp_path):
     with ChatServer(answer=scripted_model(toy.queries)) as model:
         run_context(toy, _backend(model), tmp_path / "run", _config(toy, subsets=RULE_SUBSETS), show_progress=False)
         first = len(model.chat_records())
-        stats = run_context(toy, _backend(model), tmp_path / "run", _config(toy, subsets=RULE_SUBSETS),
-                            show_progress=False)
+        stats = run_context(
+            toy, _backend(model), tmp_path / "run", _config(toy, subsets=RULE_SUBSETS), show_progress=False
+        )
         assert len(model.chat_records()) == first
     assert stats.cached == 18 and stats.done == 0
 
@@ -135,11 +152,13 @@ def test_bad_items_are_invalid_samples_counted_and_never_sent(toy, tmp_path):
     write_toy_suite(root)
     write_clbench(broken, root)
     bench = load_clbench(root)
-    with ChatServer(answer=scripted_model(bench.queries)) as model, ChatServer(
-        answer=scripted_judge(bench.queries)
-    ) as jserver:
-        run_context(bench, _backend(model), tmp_path / "run", _config(bench), judge=_backend(jserver),
-                    show_progress=False)
+    with (
+        ChatServer(answer=scripted_model(bench.queries)) as model,
+        ChatServer(answer=scripted_judge(bench.queries)) as jserver,
+    ):
+        run_context(
+            bench, _backend(model), tmp_path / "run", _config(bench), judge=_backend(jserver), show_progress=False
+        )
         sent = "\n".join(prompt_text(r.body) for r in model.chat_records())
     rows = _results(tmp_path / "run")
     assert rows["toy-clb-1"]["outcome"] == rows["toy-o3-1"]["outcome"] == "invalid_sample"
@@ -227,7 +246,9 @@ def test_repair_and_truncation_together_score_and_rescore(toy, tmp_path):
     from mmctx.run.context import score_context_run
 
     name, count = load_tokenizer("whitespace")
-    cfg = _config(toy, repair=True, truncation="head", truncation_budget=12, tokenizer=name, subsets=["Financial Report ROE"])
+    cfg = _config(
+        toy, repair=True, truncation="head", truncation_budget=12, tokenizer=name, subsets=["Financial Report ROE"]
+    )
     with ChatServer(answer=scripted_model(toy.queries, "I cannot tell.", repaired="reference_reply")) as model:
         run_context(toy, _backend(model), tmp_path / "run", cfg, count_tokens=count, show_progress=False)
     rows = _results(tmp_path / "run")
@@ -249,7 +270,10 @@ def test_an_evaluator_failing_on_odd_gold_makes_that_item_invalid_not_the_run(to
     rows = _results(tmp_path / "run")
     assert rows["toy-zb-1"]["score"] == 1.0
     assert rows["toy-reasonmap-short"]["outcome"] == "invalid_sample"
-    assert "gold" in rows["toy-reasonmap-short"]["detail"]["reason"] and "routes" in rows["toy-reasonmap-short"]["detail"]["reason"]
+    assert (
+        "gold" in rows["toy-reasonmap-short"]["detail"]["reason"]
+        and "routes" in rows["toy-reasonmap-short"]["detail"]["reason"]
+    )
 
 
 def test_an_evaluator_that_raises_marks_its_item_invalid_and_the_rest_is_scored(toy, tmp_path):
@@ -283,4 +307,6 @@ def test_an_evaluator_that_raises_marks_its_item_invalid_and_the_rest_is_scored(
         _REGISTRY.pop("explodes-in-test")
     rows = _results(tmp_path / "run")
     assert rows["toy-zb-1"]["score"] == 1.0
-    assert rows["toy-zb-2"]["outcome"] == "invalid_sample" and "ZeroDivisionError" in rows["toy-zb-2"]["detail"]["reason"]
+    assert (
+        rows["toy-zb-2"]["outcome"] == "invalid_sample" and "ZeroDivisionError" in rows["toy-zb-2"]["detail"]["reason"]
+    )

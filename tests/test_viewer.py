@@ -20,8 +20,6 @@ import os
 import re
 import shutil
 import sqlite3
-import subprocess
-import tempfile
 from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
@@ -29,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from mmctx.report.viewer import CSP, build_site, json_for_html, markdown_to_html, split_prompt
+from tests.fixtures.browser import _console_errors, _images_loaded, _open, browser  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,17 +38,6 @@ HOSTILE_ERROR = "</script><script>window.__xss=5</script> backend failed"
 HOSTILE_MODEL = "<b onmouseover=window.__xss=6>evil</b>-model & co"
 HOSTILE_RULE = "<script>window.__xss=7</script>rule"
 HOSTILE_FIGURE = 'fig"><svg onload=window.__xss=8>.png'
-CHROME_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-dev-shm-usage",
-    "--window-size=1400,1000",
-]
 
 
 SAFE_TAGS = {  # every element the two pages are written with
@@ -221,79 +209,11 @@ def test_split_prompt_single_turn():
     assert split_prompt(single, 5)["demos"] == []  # a shape it cannot read: no guessing
 
 
-# ----------------------------------------------------------------------------- the browser
-
-
-def _find_browser() -> tuple[str, str] | None:
-    chrome = shutil.which("chromium") or shutil.which("chromium-browser")
-    driver = shutil.which("chromedriver")
-    return (chrome, driver) if chrome and driver else None
-
-
-def _install_browser() -> str:
-    """Run scripts/install-browser.sh once across xdist workers; returns its output."""
-    lock = Path(tempfile.gettempdir()) / "mmctx-install-browser.lock"
-    with open(lock, "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        if _find_browser():
-            return ""
-        r = subprocess.run(
-            ["bash", str(ROOT / "scripts" / "install-browser.sh")],
-            check=False,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        return r.stdout + r.stderr
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory):
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
-    from selenium.webdriver.chrome.service import Service
-
-    found = _find_browser()
-    if found is None:
-        log = _install_browser()
-        found = _find_browser()
-        if found is None:
-            pytest.skip(
-                f"chromium/chromedriver not found and scripts/install-browser.sh could not install them: {log[-500:]}"
-            )
-    chrome, chromedriver = found
-    options = webdriver.ChromeOptions()
-    options.binary_location = chrome
-    for flag in CHROME_FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chrome-profile')}")
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(options=options, service=Service(chromedriver))
-    driver.set_page_load_timeout(30)
-    yield driver
-    driver.quit()
-
-
-def _open(browser, url: str) -> None:
-    browser.get("about:blank")  # a full load each time, never a same-document hash change
-    browser.get(url)
-    assert browser.execute_script("return document.readyState") == "complete"
-
-
-def _console_errors(browser) -> list[dict]:
-    return [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "ERROR")]
-
-
 def _assert_clean(browser) -> None:
     assert browser.execute_script("return typeof window.__xss") == "undefined"
     injected = "svg, img[src='x'], b[onmouseover], script:not([src]):not([type='application/json'])"
     assert browser.execute_script(f"return document.querySelectorAll({json.dumps(injected)}).length") == 0
     assert _console_errors(browser) == []
-
-
-def _images_loaded(browser) -> list[int]:
-    return browser.execute_script(
-        "return [...document.images].filter(i => i.offsetParent !== null).map(i => i.complete ? i.naturalWidth : -1)"
-    )
 
 
 def test_summary_page(site, browser):

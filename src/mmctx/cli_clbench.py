@@ -39,8 +39,9 @@ def suite() -> None:
 
     table = Table("subset", "level", "counts as", "paper N", "template", "suffix", "evaluator", "answer type")
     for s in SUBSETS:
-        table.add_row(s.name, s.level, s.table_level, str(s.paper_n), s.template, s.suffix or "-", s.evaluator,
-                      s.answer_type)
+        table.add_row(
+            s.name, s.level, s.table_level, str(s.paper_n), s.template, s.suffix or "-", s.evaluator, s.answer_type
+        )
     Console().print(table)
 
 
@@ -77,7 +78,9 @@ def run(
     suite_path: Path = typer.Argument(..., metavar="SUITE", help="Suite folder or .jsonl file."),
     model: str = typer.Option("builtin:tiny-idefics3", help="Model spec (HF id/folder, builtin:…, openai:…, vllm:…)."),
     out: Path = typer.Option(..., help="Run folder (created, or resumed if it holds the same run)."),
-    judge: Optional[str] = typer.Option(None, help="Judge model spec (pinned; temperature 0); needed by judged subsets."),
+    judge: Optional[str] = typer.Option(
+        None, help="Judge model spec (pinned; temperature 0); needed by judged subsets."
+    ),
     extractor: Optional[str] = typer.Option(None, help="Extractor model spec for free-form answers the rules miss."),
     repair: bool = typer.Option(False, "--repair", help="Ask once more, with the repair prompt, when unparsed."),
     max_new_tokens: int = typer.Option(1024, help="Generation limit."),
@@ -117,10 +120,18 @@ def run(
                 _fail("--truncation needs --tokenizer (a tokenizer path or id, or 'whitespace')")
             tok_name, count = load_tokenizer(tokenizer)
         config = ContextConfig(
-            suite=str(suite_path), suite_name=bench.name, suite_sha256=bench.fingerprint(),
+            suite=str(suite_path),
+            suite_name=bench.name,
+            suite_sha256=bench.fingerprint(),
             system_prompt=DEFAULT_SYSTEM if system_prompt is None else system_prompt,
-            max_new_tokens=max_new_tokens, repair=repair, truncation=truncation, truncation_budget=budget,
-            tokenizer=tok_name, subsets=subset or None, limit=limit, batch_size=batch_size,
+            max_new_tokens=max_new_tokens,
+            repair=repair,
+            truncation=truncation,
+            truncation_budget=budget,
+            tokenizer=tok_name,
+            subsets=subset or None,
+            limit=limit,
+            batch_size=batch_size,
         )
         options = {"base_url": base_url} if base_url and model.startswith("openai:") else {}
         if not model.startswith("openai:"):
@@ -130,8 +141,15 @@ def run(
             options["max_images"] = max((len(q.context_images) for q in bench.queries), default=0)
         backend = load_backend(model, **options)
         stats = run_context(
-            bench, backend, out, config, judge=_role_backend(judge), extractor=_role_backend(extractor),
-            count_tokens=count, show_progress=progress, retry_errors=retry_errors,
+            bench,
+            backend,
+            out,
+            config,
+            judge=_role_backend(judge),
+            extractor=_role_backend(extractor),
+            count_tokens=count,
+            show_progress=progress,
+            retry_errors=retry_errors,
         )
     except (RunError, ModelError, ValueError, OSError, RuntimeError, KeyError) as exc:
         _fail(str(exc))
@@ -217,7 +235,9 @@ def judges(
     judge: list[str] = typer.Option(..., help="Judge model spec (repeat for several)."),
     out: Path = typer.Option(..., help="Folder for per-judge results and the comparison."),
     suite_path: Optional[Path] = typer.Option(None, "--suite", help="Suite it ran on (default: the manifest's)."),
-    extractor: Optional[str] = typer.Option(None, help="The extractor the run used (free-form items are extracted as in the run)."),
+    extractor: Optional[str] = typer.Option(
+        None, help="The extractor the run used (free-form items are extracted as in the run)."
+    ),
 ) -> None:
     """Re-judge stored predictions with several judges: per-judge macro scores (Table 4) and agreement."""
     from mmctx.analysis.clbench import judge_comparison
@@ -235,7 +255,9 @@ def judges(
 @app.command()
 def complexity(
     run_dirs: list[Path] = typer.Argument(..., help="Scored run folders."),
-    tokenizer: str = typer.Option("whitespace", help="Tokenizer for token length (path or id; the paper: Qwen3-VL-4B)."),
+    tokenizer: str = typer.Option(
+        "whitespace", help="Tokenizer for token length (path or id; the paper: Qwen3-VL-4B)."
+    ),
     exclude: Optional[list[str]] = typer.Option(None, help="Subsets left out (e.g. 'Financial Report ROE')."),
     out: Optional[Path] = typer.Option(None, help="Write correlations JSON and scatter plots here."),
 ) -> None:

@@ -341,12 +341,13 @@ def gold_problem(answer_type: str | None, gold: Any) -> str | None:
             return "route gold's metro must map line names to lists of station names"
         routes = gold.get("routes", {})
         segment_keys = ("route_name", "departure_stop", "arrival_stop")
+        def is_segment(seg: Any) -> bool:
+            return isinstance(seg, dict) and all(isinstance(seg.get(k), str) for k in segment_keys)
+
         if not isinstance(routes, dict) or not all(
-            isinstance(plan, list) and all(isinstance(seg, dict) and all(isinstance(seg.get(k), str) for k in segment_keys)
-                                           for seg in plan)
-            for plan in routes.values()
+            isinstance(plan, list) and all(is_segment(seg) for seg in plan) for plan in routes.values()
         ):
-            return "route gold's routes must map plan names to lists of segments with route_name, departure_stop, arrival_stop"
+            return "route gold's routes must map plans to lists of segments (route_name, departure_stop, arrival_stop)"
         if gold.get("variant", "short") not in ("short", "long_num_via", "long_via"):
             return f"route gold's variant must be short, long_num_via or long_via, not {gold.get('variant')!r}"
         return None

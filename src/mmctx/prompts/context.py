@@ -146,7 +146,11 @@ def context_parts(blocks: list[ContextBlock], root: Path) -> list[Part]:
 
 
 def build_context_prompt(
-    sample: Sample, root: Path, fmt: TaskFormat, system: str | None = DEFAULT_SYSTEM, blocks: list[ContextBlock] | None = None
+    sample: Sample,
+    root: Path,
+    fmt: TaskFormat,
+    system: str | None = DEFAULT_SYSTEM,
+    blocks: list[ContextBlock] | None = None,
 ) -> Prompt:
     """System prompt (if any), then one user turn: the context in order, the task, the suffix."""
     parts = context_parts(sample.blocks if blocks is None else blocks, root)

@@ -20,6 +20,14 @@ handlers, and every remote load.
 Results come from the run's response store, scored afresh with `score_run` (as
 ``mmctx report`` does, so the page never shows an older extractor's reading); a run folder
 without its store falls back to its ``results.jsonl``.
+
+Context-learning runs (CLBench-V, ``mmctx clbench run``; manifest ``"kind": "context"``) get the
+same site in another mode: the summary shows CLBench-V's Tables 2 and 3, and the item browser
+shows each item's context (read from the suite the manifest names, its images copied as above),
+the rendered prompt, the raw response with its ``<think>`` trace marked, the prediction and how
+it was extracted, the gold, the score and outcome, the evaluator's detail and the judge. Their
+results are read from ``results.jsonl`` as scored (re-scoring would need the judges). One site
+shows runs of one kind: few-shot and context runs given together are refused.
 """
 
 from __future__ import annotations
@@ -39,6 +47,7 @@ from typing import Any
 
 from mmctx.report.tables import markdown_tables
 from mmctx.run.files import MANIFEST, REQUESTS, RESULTS, STORE
+from mmctx.score.extract.prepare import _THINK_BLOCK, THINK_CLOSE, THINK_OPEN
 from mmctx.score.results import SampleResult, load_requests, score_run, summarize
 
 CSP = (
@@ -52,7 +61,45 @@ _SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 class ViewerError(ValueError):
-    """A run folder the viewer cannot read."""
+    """A run folder the viewer cannot read, or runs it cannot show together."""
+
+
+FEWSHOT, CONTEXT = "fewshot", "context"
+
+
+def read_manifest(run_dir: Path) -> dict[str, Any]:
+    """A run folder's manifest (``{}`` without one); a folder that is not a run is an error."""
+    run_dir = Path(run_dir)
+    if not (run_dir / REQUESTS).is_file():
+        raise ViewerError(f"{run_dir}: no {REQUESTS} (not a run folder?)")
+    path = run_dir / MANIFEST
+    if not path.is_file():
+        return {}
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ViewerError(f"{path}: not JSON ({exc.msg})") from None
+    if not isinstance(manifest, dict):
+        raise ViewerError(f"{path}: not a JSON object")
+    return manifest
+
+
+def run_kind(manifest: dict[str, Any]) -> str:
+    """``"context"`` for a CLBench-V run, ``"fewshot"`` otherwise (older manifests carry no kind)."""
+    return CONTEXT if manifest.get("kind") == CONTEXT else FEWSHOT
+
+
+def check_one_kind(runs: list[Path]) -> str:
+    """The kind every run shares; runs of both kinds are refused, naming which is which."""
+    kinds = {Path(r): run_kind(read_manifest(Path(r))) for r in runs}
+    if len(set(kinds.values())) > 1:
+        few = ", ".join(str(r) for r, k in kinds.items() if k == FEWSHOT)
+        ctx = ", ".join(str(r) for r, k in kinds.items() if k == CONTEXT)
+        raise ViewerError(
+            "these runs mix few-shot runs and context-learning (CLBench-V) runs, which one site cannot show "
+            f"together; view them separately. Few-shot: {few}. Context: {ctx}."
+        )
+    return next(iter(kinds.values()))
 
 
 # ----------------------------------------------------------------------------- loading runs
@@ -74,10 +121,9 @@ class LoadedRun:
 
 def load_run(run_dir: Path) -> LoadedRun:
     run_dir = Path(run_dir)
-    if not (run_dir / REQUESTS).is_file():
-        raise ViewerError(f"{run_dir}: no {REQUESTS} (not a run folder?)")
-    manifest_path = run_dir / MANIFEST
-    manifest = json.loads(manifest_path.read_text(encoding="utf-8")) if manifest_path.is_file() else {}
+    manifest = read_manifest(run_dir)
+    if run_kind(manifest) == CONTEXT:
+        raise ViewerError(f"{run_dir}: a context-learning run; load it with load_context_run")
     requests = load_requests(run_dir)
     results, source = _load_results(run_dir, requests)
     return LoadedRun(run_dir, manifest, requests, results, source)
@@ -111,7 +157,7 @@ def _missing(request: dict) -> SampleResult:
     )  # fmt: skip
 
 
-def name_runs(runs: list[LoadedRun]) -> None:
+def name_runs(runs: list[Any]) -> None:
     """Model names as display names; a model shown twice gets its folder name added."""
     counts: dict[str, int] = {}
     for run in runs:
@@ -136,6 +182,24 @@ class ImageCopier:
     out: Path
     copied: dict[str, str | None] = field(default_factory=dict)  # sha256 → site-relative src, or None
     problems: list[str] = field(default_factory=list)
+    hashed: dict[Path, str] = field(default_factory=dict)  # file → its sha256 (`add_file`)
+
+    def add_file(self, rel: str, root: Path) -> str:
+        """An image known only by its path under ``root`` (a suite's): hashed, copied; returns its
+        sha256, or ``""`` (and a problem noted) when it is missing or its path leaves ``root``."""
+        rel = str(rel)
+        parts = Path(rel).parts
+        if not rel or Path(rel).is_absolute() or ".." in parts:
+            self.problems.append(f"image path {rel[:200]!r}: not a path inside the suite folder")
+            return ""
+        source = Path(root).absolute() / rel
+        if source not in self.hashed:
+            if not source.is_file():
+                self.problems.append(f"image {rel[:200]!r}: not found in {root}")
+                return ""
+            self.hashed[source] = hashlib.sha256(source.read_bytes()).hexdigest()
+        sha = self.hashed[source]
+        return sha if self.add(sha, str(source)) else ""
 
     def add(self, sha256: str, path: str | None, roots: Iterable[Path] = ()) -> str | None:
         if sha256 in self.copied:
@@ -259,6 +323,7 @@ def site_data(runs: list[LoadedRun], images: ImageCopier) -> dict[str, Any]:
                 prompts.append({"messages": messages, **split_prompt(messages, len(request.get("demo_ids", [])))})
             samples.append(_sample(run_id, request, result, prompt_index[key]))
     return {
+        "kind": FEWSHOT,
         "runs": [_run_info(r) for r in runs],
         "images": images.copied,
         "prompts": prompts,
@@ -286,6 +351,7 @@ def _sample(run_id: int, request: dict, result: SampleResult, prompt: int) -> di
         "pred": r["pred"],
         "rule": r["rule"] or "",
         "response": r["response"] or "",
+        "response_parts": reasoning_parts(r["response"] or ""),
         "truncated": bool(r["truncated"]),
         "loglikelihoods": _finite(r["loglikelihoods"]),
         "token_counts": list(r["token_counts"]),
@@ -309,6 +375,47 @@ def _run_info(run: LoadedRun) -> dict[str, Any]:
     }
 
 
+def reasoning_parts(text: str) -> list[list[Any]] | None:
+    """``text`` cut into ``[is_reasoning, piece]`` runs that join back to it, or None without a trace.
+
+    Reasoning is what `strip_reasoning` drops before extraction: whole ``<think>…</think>`` blocks
+    (and ``thinking`` / ``reasoning``), everything before a stray closing tag (templates often open
+    the trace in the prompt), and everything from an unclosed opening tag on.
+    """
+    blocks = [m.span() for m in _THINK_BLOCK.finditer(text)]
+
+    def inside(pos: int) -> bool:
+        return any(a <= pos < b for a, b in blocks)
+
+    spans = list(blocks)
+    closes = [m for m in THINK_CLOSE.finditer(text) if not inside(m.start())]
+    start = 0
+    if closes:
+        spans.append((0, closes[-1].end()))
+        start = closes[-1].end()
+    opened = next((m for m in THINK_OPEN.finditer(text, start) if not inside(m.start())), None)
+    if opened:
+        spans.append((opened.start(), len(text)))
+    if not spans:
+        return None
+    merged: list[list[int]] = []
+    for a, b in sorted(spans):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    parts: list[list[Any]] = []
+    pos = 0
+    for a, b in merged:
+        if a > pos:
+            parts.append([0, text[pos:a]])
+        parts.append([1, text[a:b]])
+        pos = b
+    if pos < len(text):
+        parts.append([0, text[pos:]])
+    return parts
+
+
 def json_for_html(data: Any) -> str:
     """JSON that cannot end the ``<script>`` block it sits in, nor open a comment or CDATA."""
     text = json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
@@ -321,6 +428,251 @@ def json_for_html(data: Any) -> str:
     ):
         text = text.replace(char, escape)
     return text
+
+
+# ----------------------------------------------------------------------------- context runs
+
+
+@dataclass
+class ContextRun:
+    """A CLBench-V run: its plan (``requests.jsonl``, by id) and its scored rows (``results.jsonl``)."""
+
+    path: Path
+    manifest: dict[str, Any]
+    requests: dict[str, dict[str, Any]]
+    rows: list[dict[str, Any]]
+    source: str = RESULTS
+    name: str = ""
+
+    @property
+    def model(self) -> str:
+        return str(self.manifest.get("model", {}).get("name", self.path.name))
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.manifest.get("config") or {}
+
+
+def _jsonl(path: Path) -> list[dict[str, Any]]:
+    from mmctx.score.levels import read_jsonl
+
+    try:
+        rows = read_jsonl(path)
+    except ValueError as exc:
+        raise ViewerError(str(exc)) from None
+    for number, row in enumerate(rows, 1):
+        if not isinstance(row, dict) or not isinstance(row.get("id"), str):
+            raise ViewerError(f"{path}: row {number} is not an object with a string 'id'")
+    return rows
+
+
+def load_context_run(run_dir: Path) -> ContextRun:
+    run_dir = Path(run_dir)
+    manifest = read_manifest(run_dir)
+    if run_kind(manifest) != CONTEXT:
+        raise ViewerError(f"{run_dir}: not a context-learning run")
+    if not (run_dir / RESULTS).is_file():
+        raise ViewerError(f"{run_dir}: no {RESULTS}; score the run first (`mmctx clbench score`)")
+    requests = {r["id"]: r for r in _jsonl(run_dir / REQUESTS)}
+    return ContextRun(run_dir, manifest, requests, _jsonl(run_dir / RESULTS))
+
+
+@dataclass
+class _Suites:
+    """The suites the runs name, each loaded once; what cannot be read becomes a problem, not an error."""
+
+    problems: list[str]
+    loaded: dict[str, Any] = field(default_factory=dict)  # resolved path → Benchmark or None
+
+    def of(self, run: ContextRun):
+        from mmctx.data.clbench.loader import load_clbench
+
+        given = str(run.config.get("suite") or "")
+        if not given:
+            self.problems.append(f"{run.name}: the manifest names no suite; contexts not shown")
+            return None
+        path = Path(given)
+        if not path.is_absolute() and not path.exists() and (run.path / path).exists():
+            path = run.path / path
+        key = str(path.resolve())
+        if key not in self.loaded:
+            try:
+                self.loaded[key] = load_clbench(path)
+            except (OSError, ValueError) as exc:
+                self.problems.append(f"suite {given!r} of {run.name}: cannot be read ({exc}); contexts not shown")
+                self.loaded[key] = None
+        bench = self.loaded[key]
+        expected = run.config.get("suite_sha256")
+        if bench is not None and expected and bench.fingerprint() != expected:
+            self.problems.append(
+                f"suite {given!r} has changed since {run.name} ran: the context shown may differ from what "
+                "the model saw (its prompt text is as sent)"
+            )
+        return bench
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, indent=2, default=str)
+
+
+def _item(sample: Any, root: Path, images: ImageCopier) -> dict[str, Any]:
+    """An item's context in reading order, its question and structured gold; images by hash."""
+    blocks = []
+    for b in sample.blocks:
+        if b.kind == "image":
+            blocks.append({"kind": "image", "title": b.title, "path": b.image, "image": images.add_file(b.image, root)})
+        else:
+            blocks.append({"kind": "text", "title": b.title, "text": b.text})
+    after = [{"kind": "image", "title": "", "path": rel, "image": images.add_file(rel, root)} for rel in sample.images]
+    return {
+        "id": sample.id,
+        "question": sample.question,
+        "blocks": blocks,
+        "after": after,
+        "choices": [str(c) for c in sample.choices],
+        "answer": sample.answer,
+        "gold": _text(sample.gold),
+    }
+
+
+def context_site_data(runs: list[ContextRun], images: ImageCopier) -> dict[str, Any]:
+    """Everything the item browser shows for context runs, as plain JSON."""
+    suites = _Suites(images.problems)
+    items: list[dict] = []
+    item_index: dict[tuple[str, str], int] = {}
+    prompts: list[str] = []
+    prompt_index: dict[str, int] = {}
+    samples: list[dict] = []
+    for run_id, run in enumerate(runs):
+        bench = suites.of(run)
+        by_id = {q.id: q for q in bench.queries} if bench is not None else {}
+        for row in run.rows:
+            request = run.requests.get(row["id"], {})
+            item = -1
+            if row["id"] in by_id:
+                key = (str(Path(bench.root).resolve()), row["id"])
+                if key not in item_index:
+                    item_index[key] = len(items)
+                    items.append(_item(by_id[row["id"]], Path(bench.root), images))
+                item = item_index[key]
+            text = str(request.get("prompt_text") or "")
+            if text not in prompt_index:
+                prompt_index[text] = len(prompts)
+                prompts.append(text)
+            samples.append(_context_sample(run_id, row, request, item, prompt_index[text]))
+    return {
+        "kind": CONTEXT,
+        "runs": [_context_run_info(r) for r in runs],
+        "images": images.copied,
+        "items": items,
+        "prompts": prompts,
+        "samples": samples,
+    }
+
+
+def _context_sample(run_id: int, row: dict, request: dict, item: int, prompt: int) -> dict[str, Any]:
+    score = row.get("score")
+    response = str(row.get("response") or "")
+    return {
+        "run": run_id,
+        "id": row["id"],
+        "subset": str(row.get("subset", "")),
+        "level": str(row.get("level") or ""),
+        "table_level": str(row.get("table_level") or ""),
+        "evaluator": str(row.get("evaluator", "")),
+        "answer_type": str(row.get("answer_type") or ""),
+        "template": str(request.get("template", "")),
+        "suffix": str(request.get("suffix", "")),
+        "problems": [str(p) for p in request.get("problems") or []],
+        "item": item,
+        "prompt": prompt,
+        "outcome": str(row.get("outcome", "")),
+        "score": _finite([score])[0] if score is not None else None,
+        "prediction": _text(row.get("prediction")),
+        "extracted_by": str(row.get("extracted_by") or ""),
+        "repaired": bool(row.get("repaired")),
+        "detail": json.dumps(row.get("detail"), ensure_ascii=False, indent=2, default=str),
+        "judge": str(row["judge"]) if row.get("judge") else "",
+        "prompt_tokens": row.get("prompt_tokens") if isinstance(row.get("prompt_tokens"), int) else None,
+        "images": row.get("images") if isinstance(row.get("images"), int) else None,
+        "truncated_tokens": row.get("truncated_tokens") if isinstance(row.get("truncated_tokens"), int) else 0,
+        "response": response,
+        "response_parts": reasoning_parts(response),
+        "gold": _text(row.get("gold")),
+    }
+
+
+def _role(manifest: dict, role: str) -> str:
+    info = manifest.get(role) or {}
+    return str(info.get("name", "")) if isinstance(info, dict) else ""
+
+
+def _context_run_info(run: ContextRun) -> dict[str, Any]:
+    model = run.manifest.get("model", {})
+    return {
+        "name": run.name,
+        "model": run.model,
+        "dir": run.path.name,
+        "revision": str(model.get("revision", "")),
+        "backend": str(model.get("backend", "")),
+        "suite": str(run.config.get("suite_name", "")),
+        "judge": _role(run.manifest, "judge"),
+        "extractor": _role(run.manifest, "extractor"),
+        "created": str(run.manifest.get("created", "")),
+        "source": run.source,
+    }
+
+
+def context_tables(runs: list[ContextRun]) -> str:
+    """CLBench-V's Tables 2 and 3 for the runs, as Markdown (rendered by `markdown_to_html`)."""
+    from mmctx.report.clbench_tables import table2_markdown, table3_markdown
+    from mmctx.score.levels import aggregate
+
+    scores = {}
+    for run in runs:
+        try:
+            # a "|" in a model name would split its table row: shown as a broken bar instead
+            scores[run.name.replace("|", "¦")] = aggregate(run.rows, model=run.name)
+        except ValueError as exc:
+            raise ViewerError(f"{run.path}: {exc}") from None
+    return (
+        "## Table 2: scores by context-learning level\n\n" + table2_markdown(scores)
+        + "\n## Table 3: scores by dataset\n\n" + table3_markdown(scores)
+    )  # fmt: skip
+
+
+def _context_runs_table(runs: list[ContextRun]) -> str:
+    head = ["Model", "Revision", "Backend", "Suite", "Judge", "Extractor", "Repair", "Truncation", "Items",
+            "Outcomes", "Run folder", "Created"]  # fmt: skip
+    rows = []
+    for run in runs:
+        model, config = run.manifest.get("model", {}), run.config
+        outcomes: dict[str, int] = {}
+        for r in run.rows:
+            outcomes[str(r.get("outcome"))] = outcomes.get(str(r.get("outcome")), 0) + 1
+        truncation = str(config.get("truncation", "none"))
+        if truncation != "none":
+            truncation += f" ({config.get('truncation_budget')} tokens, {config.get('tokenizer')})"
+        cells = [
+            run.name,
+            model.get("revision", ""),
+            model.get("backend", ""),
+            config.get("suite_name", ""),
+            _role(run.manifest, "judge") or "–",
+            _role(run.manifest, "extractor") or "–",
+            "yes" if config.get("repair") else "no",
+            truncation,
+            len(run.rows),
+            ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())),
+            f"{run.path.name} ({run.source})",
+            run.manifest.get("created", ""),
+        ]
+        rows.append(cells)
+    return _html_table(head, rows, "metrics runs")
 
 
 # ----------------------------------------------------------------------------- HTML
@@ -395,15 +747,37 @@ def _table(rows: list[str]) -> str:
     for row in body:
         cells = _cells(row)
         sub = ' class="sub"' if cells and cells[0].endswith("unparsed %") else ""
-        tds = "".join(
-            f'<td class="num">{_e(c)}</td>'
-            if j and re.fullmatch(r"[-–+]?[\d.]*\d[\d.]*%?|–", c)
-            else f"<td>{_e(c)}</td>"
-            for j, c in enumerate(cells)
-        )
+        tds = "".join(_td(c, numeric=j > 0) for j, c in enumerate(cells))
         parts.append(f"<tr{sub}>{tds}</tr>")
     parts.append("</tbody></table></div>")
     return "".join(parts)
+
+
+_NUMBER = re.compile(r"[-–+]?[\d.]*\d[\d.]*%?|–")
+_MARKS = (("best", re.compile(r"\*\*(.+)\*\*")), ("second", re.compile(r"<u>(.+)</u>")))
+
+
+def _td(cell: str, numeric: bool) -> str:
+    """A body cell; a number right-aligned, and CLBench-V's rank marks (``**best**``,
+    ``<u>second</u>``, around a number only) as classes rather than markup."""
+    if numeric:
+        for mark, pattern in _MARKS:
+            found = pattern.fullmatch(cell)
+            if found and _NUMBER.fullmatch(found.group(1)):
+                return f'<td class="num {mark}">{_e(found.group(1))}</td>'
+        if _NUMBER.fullmatch(cell):
+            return f'<td class="num">{_e(cell)}</td>'
+    return f"<td>{_e(cell)}</td>"
+
+
+def _html_table(head: list[str], rows: list[list[Any]], cls: str) -> str:
+    return (
+        f'<div class="table-wrap"><table class="{_e(cls)}"><thead><tr>'
+        + "".join(f"<th>{_e(h)}</th>" for h in head)
+        + "</tr></thead><tbody>"
+        + "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>" for cells in rows)
+        + "</tbody></table></div>"
+    )
 
 
 def _runs_table(runs: list[LoadedRun]) -> str:
@@ -438,14 +812,8 @@ def _runs_table(runs: list[LoadedRun]) -> str:
             f"{run.path.name} ({run.source})",
             run.manifest.get("created", ""),
         ]
-        rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
-    return (
-        '<div class="table-wrap"><table class="metrics runs"><thead><tr>'
-        + "".join(f"<th>{_e(h)}</th>" for h in head)
-        + "</tr></thead><tbody>"
-        + "".join(rows)
-        + "</tbody></table></div>"
-    )
+        rows.append(cells)
+    return _html_table(head, rows, "metrics runs")
 
 
 def copy_figures(figures_dir: Path | None, out: Path) -> list[tuple[str, str, str | None]]:
@@ -474,7 +842,18 @@ def copy_figures(figures_dir: Path | None, out: Path) -> list[tuple[str, str, st
 def index_html(
     runs: list[LoadedRun], tables_md: str, figures: list[tuple[str, str, str | None]], problems: list[str]
 ) -> str:
-    body = ["<h1>Summary</h1>", '<section class="card"><h2>Runs</h2>', _runs_table(runs), "</section>"]
+    return summary_html(_runs_table(runs), tables_md, figures, problems, "Images not shown")
+
+
+def summary_html(
+    runs_table: str,
+    tables_md: str,
+    figures: list[tuple[str, str, str | None]],
+    problems: list[str],
+    problems_title: str = "Not shown",
+) -> str:
+    """The summary page: the runs (``runs_table``, HTML), the tables (Markdown), figures, problems."""
+    body = ["<h1>Summary</h1>", '<section class="card"><h2>Runs</h2>', runs_table, "</section>"]
     body += ['<section class="card tables">', markdown_to_html(tables_md) or "<p>No scored requests.</p>", "</section>"]
     if figures:
         body.append('<section class="card"><h2>Figures</h2><div class="figures">')
@@ -488,18 +867,24 @@ def index_html(
     if problems:
         items = "".join(f"<li>{_e(p)}</li>" for p in problems[:50])
         more = f"<li>… and {len(problems) - 50} more</li>" if len(problems) > 50 else ""
-        body.append(f'<section class="card warn"><h2>Images not shown</h2><ul>{items}{more}</ul></section>')
+        body.append(f'<section class="card warn"><h2>{_e(problems_title)}</h2><ul>{items}{more}</ul></section>')
     body.append('<p class="muted">Per-sample results: <a href="samples.html">Samples</a>.</p>')
     return _page("mmctx · summary", "index", "\n".join(body))
 
 
-def samples_html(data: dict[str, Any]) -> str:
+FEWSHOT_COLUMNS = ("#", "Model", "Task", "Setting", "Scorer", "Query", "Outcome", "Answer", "Gold", "Rule")
+CONTEXT_COLUMNS = ("#", "Model", "Subset", "Level", "Item", "Outcome", "Score", "Prediction", "Gold",
+                   "Extracted by", "Repaired")  # fmt: skip
+
+
+def samples_html(data: dict[str, Any], columns: Iterable[str] = FEWSHOT_COLUMNS) -> str:
+    """The sample browser: an empty shell that viewer.js fills from the JSON block (either kind)."""
+    head = "".join(f"<th>{_e(c)}</th>" for c in columns)
     body = (
         '<section id="filters" class="filters card" aria-label="Filters"></section>\n'
         '<p class="count"><span id="count"></span></p>\n'
         '<section id="list-view"><div class="table-wrap"><table id="sample-list" class="samples">'
-        "<thead><tr><th>#</th><th>Model</th><th>Task</th><th>Setting</th><th>Scorer</th><th>Query</th>"
-        "<th>Outcome</th><th>Answer</th><th>Gold</th><th>Rule</th></tr></thead><tbody></tbody></table></div>"
+        f"<thead><tr>{head}</tr></thead><tbody></tbody></table></div>"
         '<div id="pager" class="pager"></div></section>\n'
         '<section id="detail-view" hidden></section>\n'
         f'<script type="application/json" id="mmctx-data">{json_for_html(data)}</script>\n'
@@ -519,18 +904,31 @@ def _copy_assets(out: Path) -> None:
 
 
 def build_site(runs: list[Path], out: Path, figures_dir: Path | None = None) -> Path:
-    """Write the viewer for ``runs`` into ``out``; returns the path of ``index.html``."""
+    """Write the viewer for ``runs`` into ``out``; returns the path of ``index.html``.
+
+    The runs must be of one kind: few-shot runs, or context-learning (CLBench-V) runs.
+    """
     if not runs:
         raise ViewerError("no run folders given")
+    kind = check_one_kind([Path(r) for r in runs])
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    loaded = [load_run(Path(r)) for r in runs]
-    name_runs(loaded)
     images = ImageCopier(out / "images")
-    data = site_data(loaded, images)
-    tables = markdown_tables([(run.name, summarize(run.results)) for run in loaded])
+    if kind == CONTEXT:
+        contexts = [load_context_run(Path(r)) for r in runs]
+        name_runs(contexts)
+        tables = context_tables(contexts)
+        data = context_site_data(contexts, images)
+        runs_table, columns, problems_title = _context_runs_table(contexts), CONTEXT_COLUMNS, "Not shown"
+    else:
+        loaded = [load_run(Path(r)) for r in runs]
+        name_runs(loaded)
+        data = site_data(loaded, images)
+        tables = markdown_tables([(run.name, summarize(run.results)) for run in loaded])
+        runs_table, columns, problems_title = _runs_table(loaded), FEWSHOT_COLUMNS, "Images not shown"
     _copy_assets(out)
     figures = copy_figures(figures_dir, out)
-    (out / "index.html").write_text(index_html(loaded, tables, figures, images.problems), encoding="utf-8")
-    (out / "samples.html").write_text(samples_html(data), encoding="utf-8")
+    index = summary_html(runs_table, tables, figures, images.problems, problems_title)
+    (out / "index.html").write_text(index, encoding="utf-8")
+    (out / "samples.html").write_text(samples_html(data, columns), encoding="utf-8")
     return out / "index.html"

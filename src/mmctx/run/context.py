@@ -27,8 +27,14 @@ from pathlib import Path
 import mmctx
 from mmctx.data.clbench.suite import subset_or_none, table_level
 from mmctx.models.base import Backend, GenerateRequest, Generation, ModelInfo
-from mmctx.prompts.context import DEFAULT_SYSTEM, TaskFormat, build_context_prompt, repair_prompt, required_format
-from mmctx.prompts.context import truncate_blocks
+from mmctx.prompts.context import (
+    DEFAULT_SYSTEM,
+    TaskFormat,
+    build_context_prompt,
+    repair_prompt,
+    required_format,
+    truncate_blocks,
+)
 from mmctx.prompts.messages import Prompt, prompt_fingerprint, render_text
 from mmctx.run.files import MANIFEST, REQUESTS, RESULTS, STORE
 from mmctx.run.runner import RunError, _failure, _guarded, _progress, _write_atomic, open_run_manifest
@@ -227,7 +233,12 @@ def run_context(
 
 
 def _generate(
-    asks: list[tuple[str, str, Prompt]], kind: str, backend: Backend, store: ResponseStore, config: ContextConfig, show: bool
+    asks: list[tuple[str, str, Prompt]],
+    kind: str,
+    backend: Backend,
+    store: ResponseStore,
+    config: ContextConfig,
+    show: bool,
 ) -> tuple[int, int, int]:
     """Send every ask whose key is not stored, a batch at a time, committing each batch."""
     stored = store.keys()
@@ -241,8 +252,12 @@ def _generate(
             outs = _guarded(backend.generate, requests, lambda exc: Generation(error=_failure(exc)))
             rows = []
             for (rid, key, _), g in zip(batch, outs):
-                payload = {"text": g.text, "prompt_tokens": g.prompt_tokens, "output_tokens": g.output_tokens,
-                           "truncated": g.truncated}
+                payload = {
+                    "text": g.text,
+                    "prompt_tokens": g.prompt_tokens,
+                    "output_tokens": g.output_tokens,
+                    "truncated": g.truncated,
+                }
                 rows.append((key, rid if kind == "generate" else f"{rid}/repair", kind, payload, g.error))
             store.put_many(rows)
             done += len(rows)
@@ -290,8 +305,13 @@ def check_judges(plan: list[ContextRequest], judge: Backend | None) -> None:
     """Refuse a run whose evaluators cannot decide without a judge when none is configured."""
     if judge is not None:
         return
-    needing = sorted({r.sample.task for r in plan if getattr(get_evaluator(r.sample.evaluator), "requires_judge", False)
-                      and r.prompt is not None})
+    needing = sorted(
+        {
+            r.sample.task
+            for r in plan
+            if getattr(get_evaluator(r.sample.evaluator), "requires_judge", False) and r.prompt is not None
+        }
+    )
     if needing:
         raise RunError(f"subsets {needing} are scored by an LLM judge: pass --judge MODEL (e.g. openai:<model>@<url>)")
 
@@ -336,8 +356,10 @@ def score_context_run(
     _write_atomic(Path(out) if out else run_dir / RESULTS, text)
     if out is None:
         # The manifest names the judge and extractor the run's results.jsonl was scored with.
-        scored_with = {"judge": asdict(judge.info) if judge else None,
-                       "extractor": asdict(extractor.info) if extractor else None}
+        scored_with = {
+            "judge": asdict(judge.info) if judge else None,
+            "extractor": asdict(extractor.info) if extractor else None,
+        }
         if any(manifest.get(k) != v for k, v in scored_with.items()):
             _write_atomic(run_dir / MANIFEST, json.dumps({**manifest, **scored_with}, indent=2) + "\n")
     return rows

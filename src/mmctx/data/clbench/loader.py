@@ -84,7 +84,9 @@ def record_to_sample(record: dict[str, Any], where: str = "record") -> Sample:
     defaults = {"answer_type": known.answer_type, "evaluator": known.evaluator, "level": known.level} if known else {}
     missing = [k for k in ("answer_type", "evaluator", "level") if not record.get(k) and k not in defaults]
     if missing:
-        raise SuiteFormatError(f"{where}: subset {subset!r} is not a CLBench-V subset, so the record must give {missing}")
+        raise SuiteFormatError(
+            f"{where}: subset {subset!r} is not a CLBench-V subset, so the record must give {missing}"
+        )
     blocks = _blocks(record, where)
     gold = record.get("gold")
     answer = record.get("answer")
@@ -112,7 +114,9 @@ def record_to_sample(record: dict[str, Any], where: str = "record") -> Sample:
 
 def _blocks(record: dict[str, Any], where: str) -> list[ContextBlock]:
     if "context" in record and "query" in record:
-        raise SuiteFormatError(f"{where}: give either 'context' blocks or a 'query' with <image> placeholders, not both")
+        raise SuiteFormatError(
+            f"{where}: give either 'context' blocks or a 'query' with <image> placeholders, not both"
+        )
     if "query" in record:
         return blocks_from_query(str(record["query"]), list(record.get("images") or []), where)
     blocks = []

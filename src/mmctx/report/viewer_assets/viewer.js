@@ -1,5 +1,10 @@
 // mmctx sample browser. Plain JS, no framework, no network.
 //
+// One browser, two modes, picked by DATA.kind: "fewshot" (a sample: demos + query, options,
+// extracted answer and rule) and "context" (a CLBench-V item: its context in order, prompt,
+// response, prediction, gold, score, evaluator detail, judge). A mode supplies its filters, list
+// row, detail column and peer key; filters, list, pager, routing and side-by-side are shared.
+//
 // Everything shown comes from the JSON block #mmctx-data, read with JSON.parse, and every
 // string from it (model text, questions, options, rule names, errors, model names) reaches
 // the page through textContent or a form control's value — never innerHTML — so no run can
@@ -10,15 +15,9 @@
   const DATA = JSON.parse(document.getElementById("mmctx-data").textContent);
   const SAMPLES = DATA.samples;
   const PAGE_SIZE = 100;
-  const OUTCOMES = ["correct", "wrong", "unparsed", "error", "missing"];
-  const FILTERS = [
-    { key: "model", label: "Model", value: (s) => DATA.runs[s.run].name },
-    { key: "task", label: "Task", value: (s) => s.task },
-    { key: "setting", label: "Setting", value: (s) => s.setting },
-    { key: "scorer", label: "Scorer", value: (s) => s.scorer },
-    { key: "outcome", label: "Outcome", value: (s) => s.outcome },
-    { key: "rule", label: "Rule", value: (s) => s.rule || "(none)" },
-  ];
+  const OUTCOMES = ["correct", "wrong", "unparsed", "error", "missing",
+    "scored", "judge_error", "invalid_sample", "context_overflow"];
+  let MODE = null; // set below, once the modes' functions exist
   const state = { filters: {}, text: "", page: 0, shown: [] };
 
   // ---------------------------------------------------------------- DOM helpers
@@ -81,7 +80,7 @@
 
   function buildFilters() {
     const bar = clear(document.getElementById("filters"));
-    for (const f of FILTERS) {
+    for (const f of MODE.filters) {
       const counts = new Map();
       for (const s of SAMPLES) counts.set(f.value(s), (counts.get(f.value(s)) || 0) + 1);
       const select = el("select", { id: "filter-" + f.key, dataset: { filter: f.key } });
@@ -96,7 +95,7 @@
       });
       bar.append(el("label", { className: "filter" }, el("span", {}, f.label), select));
     }
-    const search = el("input", { id: "filter-text", type: "search", placeholder: "query id or response text" });
+    const search = el("input", { id: "filter-text", type: "search", placeholder: MODE.searchHint });
     search.addEventListener("input", () => {
       state.text = search.value.toLowerCase();
       state.page = 0;
@@ -116,12 +115,12 @@
   }
 
   function matches(s) {
-    for (const f of FILTERS) {
+    for (const f of MODE.filters) {
       const want = state.filters[f.key];
       if (want && f.value(s) !== want) return false;
     }
     if (state.text) {
-      const hay = (s.query_id + "\n" + s.id + "\n" + s.response).toLowerCase();
+      const hay = MODE.haystack(s).toLowerCase();
       if (!hay.includes(state.text)) return false;
     }
     return true;
@@ -134,25 +133,16 @@
     });
     const count = document.getElementById("count");
     count.dataset.shown = String(state.shown.length);
-    count.textContent = state.shown.length + " of " + SAMPLES.length + " samples";
+    count.textContent = state.shown.length + " of " + SAMPLES.length + " " + MODE.noun;
     const pages = Math.max(1, Math.ceil(state.shown.length / PAGE_SIZE));
     state.page = Math.min(state.page, pages - 1);
     const tbody = clear(document.querySelector("#sample-list tbody"));
     for (const i of state.shown.slice(state.page * PAGE_SIZE, (state.page + 1) * PAGE_SIZE)) {
-      const s = SAMPLES[i];
       const row = el(
         "tr",
         { className: "sample-row", dataset: { index: i } },
         el("td", { className: "num" }, el("a", { href: "#sample=" + i }, String(i + 1))),
-        el("td", {}, runName(s)),
-        el("td", {}, s.task),
-        el("td", {}, s.setting),
-        el("td", {}, s.scorer),
-        el("td", { className: "mono" }, s.query_id),
-        el("td", {}, badge(s.outcome)),
-        el("td", {}, label(s, s.pred)),
-        el("td", {}, label(s, s.gold)),
-        el("td", { className: "mono" }, s.rule)
+        MODE.cells(SAMPLES[i])
       );
       row.addEventListener("click", () => {
         location.hash = "sample=" + i;
@@ -180,20 +170,38 @@
 
   // ---------------------------------------------------------------- one sample
 
-  function image(sha) {
-    const src = DATA.images[sha];
-    const tag = "<image:" + String(sha).slice(0, 8) + ">";
-    if (!src) return el("figure", { className: "img missing" }, el("span", {}, tag + " not available"));
+  // An image by its hash; `caption` (a suite path) names it when it could not be copied.
+  function image(sha, caption) {
+    const src = sha ? DATA.images[sha] : null;
+    const tag = sha ? "<image:" + String(sha).slice(0, 8) + ">" : "<image>";
+    const name = caption ? tag + " " + caption : tag;
+    if (!src) return el("figure", { className: "img missing" }, el("span", {}, name + " not available"));
     return el(
       "figure",
       { className: "img" },
-      el("a", { href: src, target: "_blank", rel: "noopener" }, el("img", { src: src, alt: tag, title: tag })),
-      el("figcaption", {}, tag)
+      el("a", { href: src, target: "_blank", rel: "noopener" }, el("img", { src: src, alt: name, title: name })),
+      el("figcaption", {}, name)
     );
   }
 
   function section(title, ...children) {
     return el("section", { className: "block" }, el("h3", {}, title), children);
+  }
+
+  // The raw response; its reasoning trace (<think>…, as extraction drops it) marked, not hidden.
+  function responseBlock(s) {
+    if (!s.response) return el("pre", { className: "response" }, "(empty)");
+    const pre = el("pre", { className: "response" });
+    if (!s.response_parts) return append(pre, [s.response]);
+    for (const [reasoning, text] of s.response_parts) {
+      pre.append(reasoning ? el("span", { className: "think", title: "reasoning trace: not read for the answer" }, text) : text);
+    }
+    return pre;
+  }
+
+  function responseSection(s) {
+    const note = s.response_parts ? el("p", { className: "muted legend" }, el("span", { className: "think" }, "marked"), " text is the reasoning trace, which answer extraction skips.") : null;
+    return section("Raw response", note, responseBlock(s));
   }
 
   function answerBlock(s) {
@@ -280,7 +288,7 @@
     );
   }
 
-  function sampleColumn(i) {
+  function fewshotColumn(i) {
     const s = SAMPLES[i];
     const p = DATA.prompts[s.prompt];
     return el(
@@ -294,50 +302,189 @@
       ),
       section("Answer", answerBlock(s)),
       section("Options", optionsBlock(s)),
-      s.scorer === "generate" ? section("Raw response", el("pre", { className: "response" }, s.response || "(empty)")) : null,
+      s.scorer === "generate" ? responseSection(s) : null,
       section("Query", queryBlock(p)),
       section("Demonstrations (" + s.demo_ids.length + ")", demosBlock(s, p)),
       section("Exact prompt", promptBlock(p))
     );
   }
 
-  function peersOf(i) {
-    const s = SAMPLES[i];
-    const out = [];
-    SAMPLES.forEach((t, j) => {
-      if (j !== i && t.query_id === s.query_id) out.push(j);
-    });
-    return out;
+  // ---------------------------------------------------------------- one context item
+
+  function short(text, n) {
+    const flat = String(text || "").replace(/\s+/g, " ").trim();
+    return flat.length > n ? flat.slice(0, n - 1) + "…" : flat;
   }
 
-  function peerLabel(j) {
-    const t = SAMPLES[j];
-    return runName(t) + " · " + t.setting + " · " + t.scorer + " · " + t.outcome;
+  function scoreText(s) {
+    return s.score === null || s.score === undefined ? "–" : fmt(s.score, 4);
+  }
+
+  function contextFacts(s) {
+    const rows = [
+      ["Outcome", badge(s.outcome)],
+      ["Score", el("span", { className: "score num" }, scoreText(s))],
+      ["Prediction", el("pre", { className: "prediction" }, s.prediction || "(none)")],
+      ["Extracted by", el("code", { className: "extracted-by" }, s.extracted_by || "(none)")],
+      ["Repaired", s.repaired ? "yes: the answer came from the repair turn" : "no"],
+      ["Gold", el("pre", { className: "gold" }, s.gold || "(none)")],
+      ["Judge", s.judge ? el("code", { className: "judge" }, s.judge) : "— (not judged)"],
+      ["Evaluator", el("code", {}, s.evaluator + (s.answer_type ? " · " + s.answer_type : ""))],
+      ["Prompt", (s.prompt_tokens === null ? "? tokens" : plural(s.prompt_tokens, "token")) + ", " + (s.images === null ? "? images" : plural(s.images, "image"))],
+    ];
+    if (s.truncated_tokens) rows.push(["Truncated", plural(s.truncated_tokens, "token") + " of context text cut from the prompt (the context below is uncut)"]);
+    if (s.problems.length) rows.push(["Problems", el("ul", { className: "problems" }, s.problems.map((p) => el("li", {}, p)))]);
+    return el("dl", { className: "facts" }, rows.map(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+  }
+
+  function contextColumn(i) {
+    const s = SAMPLES[i];
+    return el(
+      "article",
+      { className: "sample-col", dataset: { index: i } },
+      el(
+        "header",
+        { className: "col-head" },
+        el("h2", { className: "model" }, runName(s)),
+        el("div", { className: "muted" }, s.subset + " · " + s.level + " · " + s.outcome + " · " + scoreText(s))
+      ),
+      section("Result", contextFacts(s)),
+      responseSection(s),
+      section("Evaluator detail", el("pre", { className: "detail" }, s.detail)),
+      section(
+        "Prompt as sent",
+        el(
+          "details",
+          { className: "prompt" },
+          el("summary", {}, "template " + (s.template || "none") + ", suffix " + (s.suffix || "none") + " · " + plural(DATA.prompts[s.prompt].length, "character")),
+          el("pre", { className: "prompt-text" }, DATA.prompts[s.prompt] || "(no prompt: the item was not sent)")
+        )
+      )
+    );
+  }
+
+  function contextBlock(b) {
+    if (b.kind === "image") return el("li", { className: "ctx ctx-image" }, b.title ? el("div", { className: "ctx-title" }, b.title) : null, image(b.image, b.path));
+    return el("li", { className: "ctx ctx-text" }, b.title ? el("div", { className: "ctx-title" }, b.title) : null, el("pre", { className: "text" }, b.text));
+  }
+
+  function contextShared(s) {
+    if (s.item < 0) return el("section", { className: "card context" }, el("h3", {}, "Context"), el("p", { className: "muted" }, "The item's context is not available: its suite could not be read (see the summary page)."));
+    const item = DATA.items[s.item];
+    return el(
+      "section",
+      { className: "card context" },
+      el("h3", {}, "Context, in the order the model read it (" + plural(item.blocks.length, "block") + ")"),
+      el("ol", { className: "context-blocks" }, item.blocks.map(contextBlock)),
+      item.question ? section("Question", el("pre", { className: "question" }, item.question)) : null,
+      item.choices.length ? section("Choices", el("ol", { className: "choices" }, item.choices.map((c) => el("li", {}, c)))) : null,
+      item.after.length ? section("Images after the question", el("ol", { className: "context-blocks" }, item.after.map(contextBlock))) : null,
+      section("Gold", el("pre", { className: "gold" }, item.answer), el("details", { className: "gold-json" }, el("summary", {}, "as the evaluator reads it"), el("pre", {}, item.gold)))
+    );
+  }
+
+  // ---------------------------------------------------------------- modes
+
+  const MODES = {
+    fewshot: {
+      noun: "samples",
+      searchHint: "query id or response text",
+      filters: [
+        { key: "model", label: "Model", value: (s) => runName(s) },
+        { key: "task", label: "Task", value: (s) => s.task },
+        { key: "setting", label: "Setting", value: (s) => s.setting },
+        { key: "scorer", label: "Scorer", value: (s) => s.scorer },
+        { key: "outcome", label: "Outcome", value: (s) => s.outcome },
+        { key: "rule", label: "Rule", value: (s) => s.rule || "(none)" },
+      ],
+      haystack: (s) => s.query_id + "\n" + s.id + "\n" + s.response,
+      cells: (s) => [
+        el("td", {}, runName(s)),
+        el("td", {}, s.task),
+        el("td", {}, s.setting),
+        el("td", {}, s.scorer),
+        el("td", { className: "mono" }, s.query_id),
+        el("td", {}, badge(s.outcome)),
+        el("td", {}, label(s, s.pred)),
+        el("td", {}, label(s, s.gold)),
+        el("td", { className: "mono" }, s.rule),
+      ],
+      peerKey: (s) => s.query_id,
+      peerLabel: (t) => runName(t) + " · " + t.setting + " · " + t.scorer + " · " + t.outcome,
+      title: (s) => [s.query_id, s.task + " · " + s.format + " · " + s.source],
+      column: fewshotColumn,
+      shared: () => null,
+    },
+    context: {
+      noun: "items",
+      searchHint: "item id, response or prediction text",
+      filters: [
+        { key: "model", label: "Model", value: (s) => runName(s) },
+        { key: "subset", label: "Subset", value: (s) => s.subset },
+        { key: "level", label: "Level", value: (s) => s.level || "(none)" },
+        { key: "outcome", label: "Outcome", value: (s) => s.outcome },
+        { key: "repaired", label: "Repaired", value: (s) => (s.repaired ? "yes" : "no") },
+        { key: "extracted_by", label: "Extracted by", value: (s) => s.extracted_by || "(none)" },
+        { key: "evaluator", label: "Evaluator", value: (s) => s.evaluator },
+      ],
+      haystack: (s) => s.id + "\n" + s.response + "\n" + s.prediction,
+      cells: (s) => [
+        el("td", {}, runName(s)),
+        el("td", {}, s.subset),
+        el("td", {}, s.level),
+        el("td", { className: "mono" }, s.id),
+        el("td", {}, badge(s.outcome)),
+        el("td", { className: "num" }, scoreText(s)),
+        el("td", { className: "clip" }, short(s.prediction, 60)),
+        el("td", { className: "clip" }, short(s.gold, 60)),
+        el("td", { className: "mono" }, s.extracted_by),
+        el("td", {}, s.repaired ? "yes" : "no"),
+      ],
+      peerKey: (s) => s.id,
+      peerLabel: (t) => runName(t) + " · " + t.outcome + " · " + scoreText(t),
+      title: (s) => [s.id, s.subset + " · " + s.level + (s.table_level && s.table_level !== s.level ? " (counts in " + s.table_level + ")" : "") + " · " + s.evaluator],
+      column: contextColumn,
+      shared: contextShared,
+    },
+  };
+  MODE = MODES[DATA.kind] || MODES.fewshot;
+  document.body.dataset.kind = DATA.kind || "fewshot";
+
+  // ---------------------------------------------------------------- side by side
+
+  function peersOf(i) {
+    const key = MODE.peerKey(SAMPLES[i]);
+    const out = [];
+    SAMPLES.forEach((t, j) => {
+      if (j !== i && MODE.peerKey(t) === key) out.push(j);
+    });
+    return out;
   }
 
   function renderDetail(i, j) {
     const s = SAMPLES[i];
     const view = clear(document.getElementById("detail-view"));
-    const nav = el("nav", { className: "detail-nav" }, el("a", { href: "#", id: "back" }, "← All samples"));
+    const nav = el("nav", { className: "detail-nav" }, el("a", { href: "#", id: "back" }, "← All " + MODE.noun));
     const pos = state.shown.indexOf(i);
     if (pos > 0) nav.append(el("a", { href: "#sample=" + state.shown[pos - 1], id: "prev" }, "‹ previous"));
     if (pos >= 0 && pos < state.shown.length - 1) nav.append(el("a", { href: "#sample=" + state.shown[pos + 1], id: "next" }, "next ›"));
 
     const select = el("select", { id: "compare-select" });
     select.append(el("option", { value: "" }, "— none —"));
-    for (const k of peersOf(i)) select.append(el("option", { value: String(k), selected: k === j }, peerLabel(k)));
+    for (const k of peersOf(i)) select.append(el("option", { value: String(k), selected: k === j }, MODE.peerLabel(SAMPLES[k])));
     select.addEventListener("change", () => {
       location.hash = "sample=" + i + (select.value ? "&compare=" + select.value : "");
     });
+    const [heading, subtitle] = MODE.title(s);
     const title = el(
       "header",
       { className: "detail-head card" },
-      el("h1", { className: "mono" }, s.query_id),
-      el("div", { className: "muted" }, s.task + " · " + s.format + " · " + s.source),
+      el("h1", { className: "mono" }, heading),
+      el("div", { className: "muted" }, subtitle),
       el("label", { className: "compare" }, el("span", {}, "Compare side by side with "), select)
     );
-    const columns = el("div", { className: "columns" + (j === null ? "" : " two") }, sampleColumn(i), j === null ? null : sampleColumn(j));
-    view.append(nav, title, columns);
+    const columns = el("div", { className: "columns" + (j === null ? "" : " two") }, MODE.column(i), j === null ? null : MODE.column(j));
+    append(view, [nav, title, columns, MODE.shared(s)]);
   }
 
   // ---------------------------------------------------------------- routing
