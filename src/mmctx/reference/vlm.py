@@ -29,7 +29,7 @@ import math
 import random
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -247,12 +247,17 @@ class Renderer:
         return self.pixels[path]
 
     def render(self, query: Sample, demos: list[Sample], style: AnswerStyle, seed: int) -> Conversation:
+        """``query`` after ``demos`` as `build_prompt` asks it, with the gold reply appended."""
         from mmctx.models.spans import answer_turn, chat_conversation
         from mmctx.prompts.build import build_prompt, shown_options
 
         built = build_prompt(query, demos, self.preset, style, seed, self.root)
         conversation, parts = chat_conversation(built.messages)
         conversation = conversation + [answer_turn(reply_text(query, shown_options(query, self.preset, seed), style))]
+        return self.encode(conversation, tuple(p.path for p in parts), len(demos), style)
+
+    def encode(self, conversation: list[dict], images: tuple[str, ...], shots: int = 0, style: str = "") -> Conversation:
+        """A chat-template conversation (ending in an assistant turn) as ids and reply masks."""
         full = self.adapter.render(self.processor, conversation, False)
         spans = []
         for i, message in enumerate(conversation):
@@ -263,19 +268,18 @@ class Renderer:
         enc = self.tokenizer(full, add_special_tokens=False, return_offsets_mapping=True)
         ids, reply, final = [], [], []
         for token, (a, b) in zip(enc["input_ids"], enc["offset_mapping"]):
-            inside = [k for k, (s, e) in enumerate(spans) if b > s and a < e]
             if token == self.image_id:
                 ids += self.expansion
                 reply += [False] * len(self.expansion)
                 final += [False] * len(self.expansion)
                 continue
+            inside = [k for k, (start, end) in enumerate(spans) if b > start and a < end]
             ids.append(token)
             reply.append(bool(inside))
             final.append(bool(inside) and inside[0] == len(spans) - 1)
-        images = tuple(p.path for p in parts)
         if self.checked < 3:  # the processor itself must agree with the expansion done here
             self._check(full, images, ids)
-        return Conversation(tuple(ids), tuple(reply), tuple(final), images, len(demos), style)
+        return Conversation(tuple(ids), tuple(reply), tuple(final), images, shots, style)
 
     def _check(self, full: str, images: tuple[str, ...], ids: list[int]) -> None:
         from PIL import Image
@@ -288,6 +292,258 @@ class Renderer:
         if expected != ids:
             raise RuntimeError("training tokenisation disagrees with the processor's")
         self.checked += 1
+
+
+# --- dense scene questions --------------------------------------------------------------------
+
+MIN_AXIS_RATIO = 1.5  # a relation is asked only when one axis clearly dominates the offset
+MIN_EDGE_GAP = 10  # "closest to the edge" only with a clear winner, as the generator does
+
+
+def scene_questions(meta: dict, rng: random.Random) -> list[tuple[str, str]]:
+    """Short questions about a one-frame scene, answered from its scene graph, in random order.
+
+    Worded as shapes-world's generators word them, answered with a bare word. Many of them
+    about one image make one cheap sequence with many supervised answers: this is where the
+    model learns to look things up in the image, ~10× cheaper per answer than whole prompts.
+    """
+    from mmctx.data.shapes import SHAPES
+    from mmctx.data.shapes.rationale import true_relation
+    from mmctx.data.shapes.text import article, plural
+    from mmctx.data.shapes.world import FRAME, Obj
+
+    if len(meta["frames"]) != 1:
+        return []
+    frame = meta["frames"][0]
+    objects = [Obj(o["id"], o["shape"], o["colour"], o["size"], o["x"], o["y"]) for o in frame["objects"]]
+    shapes = [o.shape for o in objects]
+    colours = [o.colour for o in objects]
+    qa: list[tuple[str, str]] = []
+    for o in objects:
+        if shapes.count(o.shape) == 1:
+            qa.append((f"What colour is the {o.shape}?", o.colour))
+            qa.append((f"What size is the {o.shape}?", o.size))
+        if colours.count(o.colour) == 1:
+            qa.append((f"What shape is the {o.colour} object?", o.shape))
+    for shape in SHAPES:
+        qa.append((f"How many {plural(shape)} are there?", str(shapes.count(shape))))
+        qa.append((f"Is there {article(shape)}?", "Yes" if shape in shapes else "No"))
+    named = [o for o in objects if sum(p.shape == o.shape and p.colour == o.colour for p in objects) == 1]
+    for a in named:
+        for b in named:
+            dx, dy = abs(a.x - b.x), abs(a.y - b.y)
+            if a is not b and max(dx, dy) >= MIN_AXIS_RATIO * min(dx, dy) and max(dx, dy) > a.r + b.r:
+                qa.append((f"Where is the {a.colour} {a.shape} relative to the {b.colour} {b.shape}?", true_relation(a, b)))
+    by_id = {o.id: o for o in objects}
+    for src, dst in frame.get("arrows", []):
+        qa.append(("Which shape does the arrow point at?", by_id[dst].shape))
+        qa.append(("Which shape does the arrow start at?", by_id[src].shape))
+    if len(set(shapes)) == len(shapes) and len(objects) > 1:
+        for edge in ("left", "right", "top", "bottom"):
+            gap = {"left": lambda o: o.x - o.r, "right": lambda o: FRAME - o.x - o.r,
+                   "top": lambda o: o.y - o.r, "bottom": lambda o: FRAME - o.y - o.r}[edge]  # fmt: skip
+            ranked = sorted(objects, key=gap)
+            if gap(ranked[1]) - gap(ranked[0]) >= MIN_EDGE_GAP:
+                qa.append((f"Which object is closest to the {edge} edge?", f"the {ranked[0].shape}"))
+    rng.shuffle(qa)
+    return qa
+
+
+def scene_conversation(path: str, meta: dict, rng: random.Random, max_questions: int) -> tuple[list[dict], tuple[str, ...]] | None:
+    """Up to ``max_questions`` `scene_questions` about one image as a chat (the image in the first turn)."""
+    qa = scene_questions(meta, rng)[:max_questions]
+    if not qa:
+        return None
+    conversation: list[dict] = []
+    for i, (question, answer) in enumerate(qa):
+        content = ([{"type": "image"}] if i == 0 else []) + [{"type": "text", "text": question}]
+        conversation.append({"role": "user", "content": content})
+        conversation.append({"role": "assistant", "content": [{"type": "text", "text": answer}]})
+    return conversation, (path,)
+
+
+# --- the auxiliary scene loss ----------------------------------------------------------------
+
+
+def scene_labels() -> list[str]:
+    """What each image-token cell is labelled with: every (colour, shape) and (size, shape) pair,
+    and where arrows start and end."""
+    from mmctx.data.shapes import COLOURS, SHAPES, SIZES
+
+    pairs = [f"{c} {s}" for c in COLOURS for s in SHAPES] + [f"{z} {s}" for z in SIZES for s in SHAPES]
+    return pairs + ["arrow tail", "arrow head"]
+
+
+def cell_targets(meta: dict, grid: int, image_size: int):
+    """Multi-hot labels of the ``grid × grid`` image-token cells of a shapes-world image.
+
+    The processor squashes every image to a square (multi-frame strips included), and each
+    image token covers one cell of that square (`pixel_shuffle` keeps row-major order); an
+    object labels the cell holding its centre, an arrow the cells next to its two ends.
+    """
+    import torch
+
+    labels = {name: i for i, name in enumerate(scene_labels())}
+    frames = meta["frames"]
+    frame, sep = meta.get("frame_size", 96), meta.get("separator", 2)
+    width = len(frames) * frame + (len(frames) - 1) * sep
+    out = torch.zeros(grid * grid, len(labels))
+
+    def cell(i: int, x: float, y: float) -> int:
+        px, py = (i * (frame + sep) + x) * image_size / width, y * image_size / frame
+        return min(max(int(py * grid / image_size), 0), grid - 1) * grid + min(max(int(px * grid / image_size), 0), grid - 1)
+
+    for i, f in enumerate(frames):
+        objects = {o["id"]: o for o in f["objects"]}
+        for o in f["objects"]:
+            at = cell(i, o["x"], o["y"])
+            out[at, labels[f"{o['colour']} {o['shape']}"]] = 1
+            out[at, labels[f"{o['size']} {o['shape']}"]] = 1
+        for src, dst in f.get("arrows", []):
+            a, b = objects[src], objects[dst]
+            dx, dy = b["x"] - a["x"], b["y"] - a["y"]
+            norm = math.hypot(dx, dy) or 1.0
+            ta, tb = (a["r"] + 4) / norm, 1 - (b["r"] + 4) / norm
+            out[cell(i, a["x"] + ta * dx, a["y"] + ta * dy), labels["arrow tail"]] = 1
+            out[cell(i, a["x"] + tb * dx, a["y"] + tb * dy), labels["arrow head"]] = 1
+    return out
+
+
+MAX_COUNT = 7  # counts above this are labelled as this
+
+
+def fact_labels() -> list[str]:
+    """Every fact `scene_facts` can state about an image, in a fixed order (the probe's outputs)."""
+    from mmctx.data.shapes import COLOURS, SHAPES, SIZES
+    from mmctx.data.shapes.text import RELATIONS
+
+    labels = [f"{s} present" for s in SHAPES]
+    labels += [f"{n} {s}" for s in SHAPES for n in range(MAX_COUNT + 1)]
+    labels += [f"{c} {s}" for c in COLOURS for s in SHAPES] + [f"{z} {s}" for z in SIZES for s in SHAPES]
+    labels += [f"arrow from {s}" for s in SHAPES] + [f"arrow to {s}" for s in SHAPES]
+    labels += [f"{a} {r} {b}" for a in SHAPES for r in RELATIONS for b in SHAPES if a != b]
+    labels += [f"closest to {e} edge: {s}" for e in ("left", "right", "top", "bottom") for s in SHAPES]
+    labels += [f"nearest to {a}: {b}" for a in SHAPES for b in SHAPES if a != b]
+    labels += [f"{n} frames" for n in (1, 2, 3, 4)]
+    labels += [f"{s} moved" for s in SHAPES] + [f"{s} disappeared" for s in SHAPES]
+    labels += [f"moves {d}" for d in ("right", "left", "down", "up")]
+    return labels
+
+
+def scene_facts(meta: dict) -> set[str]:
+    """What is true of a shapes-world image, as `fact_labels` names it, from its scene graph.
+
+    Only clear-cut facts: a relation when one axis clearly dominates, a nearest object or an
+    edge's closest object only with the generators' margins. Everything a task asks about is here.
+    """
+    from mmctx.data.shapes.rationale import true_relation
+    from mmctx.data.shapes.tasks import MIN_DISTANCE_GAP
+    from mmctx.data.shapes.world import FRAME, Obj
+
+    frames = [[Obj(o["id"], o["shape"], o["colour"], o["size"], o["x"], o["y"]) for o in f["objects"]] for f in meta["frames"]]
+    objects = frames[0]
+    shapes = [o.shape for o in objects]
+    facts = {f"{len(frames)} frames"}
+    for shape in set(shapes):
+        facts.add(f"{shape} present")
+    for shape in ("circle", "square", "triangle", "star", "diamond"):
+        facts.add(f"{min(shapes.count(shape), MAX_COUNT)} {shape}")
+    for o in objects:
+        facts |= {f"{o.colour} {o.shape}", f"{o.size} {o.shape}"}
+    by_id = {o.id: o for o in objects}
+    for src, dst in meta["frames"][0].get("arrows", []):
+        facts |= {f"arrow from {by_id[src].shape}", f"arrow to {by_id[dst].shape}"}
+    unique = [o for o in objects if shapes.count(o.shape) == 1]
+    for a in unique:
+        for b in unique:
+            dx, dy = abs(a.x - b.x), abs(a.y - b.y)
+            if a is not b and max(dx, dy) >= MIN_AXIS_RATIO * min(dx, dy):
+                facts.add(f"{a.shape} {true_relation(a, b)} {b.shape}")
+        others = sorted((math.hypot(o.x - a.x, o.y - a.y), o.shape) for o in unique if o is not a)
+        if len(others) == 1 or (len(others) > 1 and others[1][0] - others[0][0] >= MIN_DISTANCE_GAP):
+            facts.add(f"nearest to {a.shape}: {others[0][1]}") if others else None
+    if len(unique) == len(objects) > 1:
+        gaps = {"left": lambda o: o.x - o.r, "right": lambda o: FRAME - o.x - o.r,
+                "top": lambda o: o.y - o.r, "bottom": lambda o: FRAME - o.y - o.r}  # fmt: skip
+        for edge, gap in gaps.items():
+            ranked = sorted(objects, key=gap)
+            if gap(ranked[1]) - gap(ranked[0]) >= MIN_EDGE_GAP:
+                facts.add(f"closest to {edge} edge: {ranked[0].shape}")
+    if len(frames) > 1:
+        later = {o.id: o for o in frames[-1]}
+        for o in objects:
+            if o.id not in later:
+                facts.add(f"{o.shape} disappeared")
+            elif (later[o.id].x, later[o.id].y) != (o.x, o.y):
+                facts.add(f"{o.shape} moved")
+                nxt = next(f for f in frames[1:] if any(p.id == o.id for p in f))
+                p = next(p for p in nxt if p.id == o.id)
+                dx, dy = p.x - o.x, p.y - o.y
+                facts.add("moves " + (("right" if dx > 0 else "left") if abs(dx) >= abs(dy) else ("down" if dy > 0 else "up")))
+    return facts
+
+
+def fact_targets(meta: dict):
+    """`scene_facts` as a multi-hot vector over `fact_labels`."""
+    import torch
+
+    index = _fact_index()
+    out = torch.zeros(len(index))
+    for fact in scene_facts(meta):
+        out[index[fact]] = 1
+    return out
+
+
+def _fact_index() -> dict[str, int]:
+    if not hasattr(_fact_index, "cache"):
+        _fact_index.cache = {name: i for i, name in enumerate(fact_labels())}  # type: ignore[attr-defined]
+    return _fact_index.cache  # type: ignore[attr-defined]
+
+
+class SceneHead:
+    """A linear probe from each image token (the connector's output) to its cell's scene labels.
+
+    Used only while training and never saved: it makes the vision tower learn, quickly and
+    densely, what is where, which the text replies alone teach far too slowly (a from-scratch
+    tower needs ~1,000 batches before shapes, unlike colours, come out of it at all).
+    """
+
+    def __init__(self, model, arch: Architecture):
+        import torch
+
+        self.grid = arch.image_size // arch.patch_size // arch.scale_factor
+        self.linear = torch.nn.Linear(arch.hidden, len(scene_labels()))
+        self.captured = None
+        model.model.connector.register_forward_hook(self._capture)
+
+    def _capture(self, module, inputs, output) -> None:
+        self.captured = output
+
+    def loss(self, targets):
+        """Binary cross-entropy of the last forward's image tokens against ``targets`` (images × cells × labels)."""
+        import torch
+
+        logits = self.linear(self.captured.view(targets.shape[0], targets.shape[1], -1))
+        return torch.nn.functional.binary_cross_entropy_with_logits(logits, targets)
+
+
+def pretrain_vision(model, head: SceneHead, pixels, targets, steps: int, batch_size: int, lr: float, seed: int) -> list[float]:
+    """Stage 1: vision tower + connector + probe on the scene labels alone (cheap: no text)."""
+    import torch
+
+    params = [*model.model.vision_model.parameters(), *model.model.connector.parameters(), *head.linear.parameters()]
+    optimiser = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
+    draws = torch.Generator().manual_seed(seed)
+    losses = []
+    for _ in range(steps):
+        idx = torch.randint(0, len(pixels), (batch_size,), generator=draws)
+        model.model.get_image_features(pixel_values=pixels[idx][:, None])
+        loss = head.loss(targets[idx])
+        optimiser.zero_grad()
+        loss.backward()
+        optimiser.step()
+        losses.append(float(loss.detach()))
+    return losses
 
 
 # --- training --------------------------------------------------------------------------------
@@ -327,7 +583,8 @@ def draw_batch(
 
 
 def collate(batch: list[Conversation], renderer: Renderer, pad_id: int, final_weight: float):
-    """Right-padded ids, attention mask, per-token loss weights (next-token targets) and pixel values."""
+    """Right-padded ids, attention mask, per-token loss weights, pixel values (zero images pad) and
+    the images in the order the model sees them (row by row, padding images skipped)."""
     import torch
 
     n, width = len(batch), max(len(c.ids) for c in batch)
@@ -340,12 +597,11 @@ def collate(batch: list[Conversation], renderer: Renderer, pad_id: int, final_we
     for row, c in enumerate(batch):
         ids[row, : len(c.ids)] = torch.tensor(c.ids)
         mask[row, : len(c.ids)] = 1
-        weights[row, : len(c.ids)] = torch.tensor(c.reply, dtype=torch.float) + (final_weight - 1) * torch.tensor(
-            c.final, dtype=torch.float
-        )
+        reply, final = torch.tensor(c.reply, dtype=torch.float), torch.tensor(c.final, dtype=torch.float)
+        weights[row, : len(c.ids)] = reply + (final_weight - 1) * final
         for j, path in enumerate(c.images):
             pixels[row, j] = renderer.pixel_values(path)
-    return ids, mask, weights, pixels
+    return ids, mask, weights, pixels, [path for c in batch for path in c.images]
 
 
 def reply_loss(model, ids, mask, weights, pixels):
@@ -369,11 +625,25 @@ def training_benchmark(root: Path, seed: int, queries_per_task: int, pool_per_ta
     )
 
 
+def _schedule(optimiser, steps: int):
+    """Linear warm-up over 5% of the steps, then cosine decay to zero."""
+    import torch
+
+    warmup = max(1, steps // 20)
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimiser, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps))
+    )
+
+
 def train_shapes_vlm(
     out: Path,
     seed: int = 0,
-    steps: int = 2000,
+    steps: int = 1500,
+    vision_steps: int = 2000,
     lr: float = 2e-3,
+    vision_lr: float = 2e-3,
+    vision_batch: int = 64,
+    aux_weight: float = 0.5,
     queries_per_task: int = 300,
     pool_per_task: int = 400,
     arch: Architecture = Architecture(),
@@ -382,12 +652,20 @@ def train_shapes_vlm(
     progress: bool = True,
     work: Path | None = None,
 ) -> dict:
-    """Train an Idefics3 of ``arch`` on shapes-world conversations and save it to ``out``.
+    """Train an Idefics3 of ``arch`` on shapes-world and save it (model + processor) to ``out``.
 
-    Returns metrics: ``train_seconds`` (the optimisation loop), ``total_seconds`` (data and
-    tokenizer too), ``parameters``, per-step ``losses``, the seeds and the data sizes.
+    Stage 1 (``vision_steps`` batches of ``vision_batch`` images) trains the vision tower and the
+    connector on the scene labels of `cell_targets` through a throw-away `SceneHead`. Stage 2
+    (``steps`` batches of about ``mixture.tokens_per_batch`` tokens) trains everything on
+    rendered conversations (`draw_batch`), the reply loss plus ``aux_weight`` × the scene loss.
+    Everything is drawn from generators seeded with ``seed`` and ``torch.manual_seed(seed)``.
+
+    Returns metrics: ``train_seconds`` (both stages), ``total_seconds`` (data, tokenizer and
+    pixels too), ``parameters``, per-step ``losses`` and ``vision_losses``, seeds, data sizes.
     """
     import torch
+
+    from mmctx.curate.embed import _progress
 
     out = Path(out)
     started_total = time.perf_counter()
@@ -395,44 +673,74 @@ def train_shapes_vlm(
     with tempfile.TemporaryDirectory(prefix="mmctx-shapes-vlm-") as tmp:
         root = Path(work) if work is not None else Path(tmp) / "train"
         bench = training_benchmark(root, seed, queries_per_task, pool_per_task)
+        samples = list(bench.queries) + list(bench.demos)
         tokenizer = build_shapes_tokenizer(prompt_corpus(bench), arch.vocab_size)
         build_shapes_vlm(out, tokenizer, arch, seed)
         model, processor, adapter = load_for_training(out)
         renderer = Renderer(processor, adapter, bench.root)
-        rng = random.Random(seed)
-        optimiser = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
-        warmup = max(1, steps // 20)
-        schedule = torch.optim.lr_scheduler.LambdaLR(
-            optimiser, lambda s: min(1.0, (s + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(s, steps) / steps))
-        )
-        losses: list[float] = []
-        model.train()
-        from mmctx.curate.embed import _progress
+        head = SceneHead(model, arch)
+        paths = [str((bench.root / s.images[0]).resolve()) for s in samples]
+        targets = {p: cell_targets(s.meta, head.grid, arch.image_size) for p, s in zip(paths, samples)}
+        pixels = torch.stack([renderer.pixel_values(p) for p in paths])
 
         started = time.perf_counter()
+        model.train()
         with _progress(progress) as bar:
-            task = bar.add_task("training shapes VLM", total=steps)
+            task = bar.add_task("shapes VLM: vision tower", total=1)
+            vision_losses = pretrain_vision(
+                model, head, pixels, torch.stack([targets[p] for p in paths]), vision_steps, vision_batch, vision_lr, seed
+            )
+            bar.advance(task)
+        vision_seconds = time.perf_counter() - started
+
+        rng = random.Random(seed)
+        params = [*model.parameters(), *head.linear.parameters()]
+        optimiser = torch.optim.AdamW(params, lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
+        schedule = _schedule(optimiser, steps)
+        losses: list[float] = []
+        aux_losses: list[float] = []
+        with _progress(progress) as bar:
+            task = bar.add_task("shapes VLM: conversations", total=steps)
             for _ in range(steps):
                 batch = draw_batch(rng, bench, renderer, mixture)
-                ids, mask, weights, pixels = collate(batch, renderer, tokenizer.pad_token_id, final_weight)
-                loss = reply_loss(model, ids, mask, weights, pixels)
+                ids, mask, weights, batch_pixels, images = collate(batch, renderer, tokenizer.pad_token_id, final_weight)
+                loss = reply_loss(model, ids, mask, weights, batch_pixels)
+                aux = head.loss(torch.stack([targets[p] for p in images]))
                 optimiser.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                (loss + aux_weight * aux).backward()
+                torch.nn.utils.clip_grad_norm_(params, 1.0)
                 optimiser.step()
                 schedule.step()
                 losses.append(float(loss.detach()))
+                aux_losses.append(float(aux.detach()))
                 bar.advance(task)
         train_seconds = time.perf_counter() - started
     model.eval()
     model.save_pretrained(out)  # the processor saved by `build_shapes_vlm` stays as built (96 px)
     return {
         "train_seconds": train_seconds,
+        "vision_seconds": vision_seconds,
         "total_seconds": time.perf_counter() - started_total,
         "parameters": sum(p.numel() for p in model.parameters()),
         "steps": steps,
-        "train_seed": TRAIN_SEED_BASE + seed,
+        "vision_steps": vision_steps,
+        "vision_batch": vision_batch,
+        "tokens_per_batch": mixture.tokens_per_batch,
+        "mixture": asdict(mixture),
+        "architecture": {**asdict(arch), "image_tokens": arch.image_tokens},
+        "vocab_size": len(tokenizer),
+        "lr": lr,
+        "vision_lr": vision_lr,
+        "aux_weight": aux_weight,
+        "final_weight": final_weight,
+        "queries_per_task": queries_per_task,
+        "pool_per_task": pool_per_task,
         "seed": seed,
+        "train_seed": TRAIN_SEED_BASE + seed,
+        "train_samples": len(samples),
+        "train_queries": len(bench.queries),
         "losses": losses,
+        "aux_losses": aux_losses,
+        "vision_losses": vision_losses,
         "path": str(out),
     }
