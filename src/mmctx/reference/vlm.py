@@ -21,6 +21,16 @@ training conversations come from a shapes-world benchmark built with seed
 
     metrics = train_shapes_vlm(Path("runs/shapes-vlm"), seed=0)
     backend = load_backend("runs/shapes-vlm")
+
+Status: this recipe does not yet reach the reference model's quality bars, so no shapes-vlm is
+shipped. The vision pre-stage works (a linear probe names the colour–shape pair of 92% of
+held-out object cells, 94% the shape), but the language model stays on its no-information
+plateau (reply loss ≈ 0.45, letter answers at the majority-letter rate) for as long as a CPU
+budget allows: even with perfect image tokens (each cell's colour, shape and size word
+embeddings summed in place of the connector's output) 4,000 zero-shot steps did not teach it to
+map the looked-up answer to an option letter, and a text-only lookup ("small red circle . … What
+colour is the circle?") stayed at chance after 600 steps. A 2-layer model of the same family
+needs ~2,000–3,600 steps of 64 sequences just for one-hop associative recall.
 """
 
 from __future__ import annotations
@@ -72,9 +82,9 @@ def prompt_corpus(bench: Benchmark) -> list[str]:
 
     The tokenizer is trained on it, so prompt words are single tokens.
     """
+    from mmctx.data.shapes import scene_rationale
     from mmctx.prompts.build import item_text, shown_options
     from mmctx.prompts.presets import get_preset
-    from mmctx.data.shapes import scene_rationale
 
     preset = get_preset(PRESET)
     texts = [preset.preamble, "User: Assistant: System: Answer: "]
@@ -243,7 +253,9 @@ class Renderer:
 
             with Image.open(path) as im:
                 rgb = im.convert("RGB")
-            self.pixels[path] = self.processor.image_processor(images=[[rgb]], return_tensors="pt")["pixel_values"][0, 0]
+            self.pixels[path] = self.processor.image_processor(images=[[rgb]], return_tensors="pt")["pixel_values"][
+                0, 0
+            ]
         return self.pixels[path]
 
     def render(self, query: Sample, demos: list[Sample], style: AnswerStyle, seed: int) -> Conversation:
@@ -256,7 +268,9 @@ class Renderer:
         conversation = conversation + [answer_turn(reply_text(query, shown_options(query, self.preset, seed), style))]
         return self.encode(conversation, tuple(p.path for p in parts), len(demos), style)
 
-    def encode(self, conversation: list[dict], images: tuple[str, ...], shots: int = 0, style: str = "") -> Conversation:
+    def encode(
+        self, conversation: list[dict], images: tuple[str, ...], shots: int = 0, style: str = ""
+    ) -> Conversation:
         """A chat-template conversation (ending in an assistant turn) as ids and reply masks."""
         full = self.adapter.render(self.processor, conversation, False)
         spans = []
@@ -294,74 +308,6 @@ class Renderer:
         self.checked += 1
 
 
-# --- dense scene questions --------------------------------------------------------------------
-
-MIN_AXIS_RATIO = 1.5  # a relation is asked only when one axis clearly dominates the offset
-MIN_EDGE_GAP = 10  # "closest to the edge" only with a clear winner, as the generator does
-
-
-def scene_questions(meta: dict, rng: random.Random) -> list[tuple[str, str]]:
-    """Short questions about a one-frame scene, answered from its scene graph, in random order.
-
-    Worded as shapes-world's generators word them, answered with a bare word. Many of them
-    about one image make one cheap sequence with many supervised answers: this is where the
-    model learns to look things up in the image, ~10× cheaper per answer than whole prompts.
-    """
-    from mmctx.data.shapes import SHAPES
-    from mmctx.data.shapes.rationale import true_relation
-    from mmctx.data.shapes.text import article, plural
-    from mmctx.data.shapes.world import FRAME, Obj
-
-    if len(meta["frames"]) != 1:
-        return []
-    frame = meta["frames"][0]
-    objects = [Obj(o["id"], o["shape"], o["colour"], o["size"], o["x"], o["y"]) for o in frame["objects"]]
-    shapes = [o.shape for o in objects]
-    colours = [o.colour for o in objects]
-    qa: list[tuple[str, str]] = []
-    for o in objects:
-        if shapes.count(o.shape) == 1:
-            qa.append((f"What colour is the {o.shape}?", o.colour))
-            qa.append((f"What size is the {o.shape}?", o.size))
-        if colours.count(o.colour) == 1:
-            qa.append((f"What shape is the {o.colour} object?", o.shape))
-    for shape in SHAPES:
-        qa.append((f"How many {plural(shape)} are there?", str(shapes.count(shape))))
-        qa.append((f"Is there {article(shape)}?", "Yes" if shape in shapes else "No"))
-    named = [o for o in objects if sum(p.shape == o.shape and p.colour == o.colour for p in objects) == 1]
-    for a in named:
-        for b in named:
-            dx, dy = abs(a.x - b.x), abs(a.y - b.y)
-            if a is not b and max(dx, dy) >= MIN_AXIS_RATIO * min(dx, dy) and max(dx, dy) > a.r + b.r:
-                qa.append((f"Where is the {a.colour} {a.shape} relative to the {b.colour} {b.shape}?", true_relation(a, b)))
-    by_id = {o.id: o for o in objects}
-    for src, dst in frame.get("arrows", []):
-        qa.append(("Which shape does the arrow point at?", by_id[dst].shape))
-        qa.append(("Which shape does the arrow start at?", by_id[src].shape))
-    if len(set(shapes)) == len(shapes) and len(objects) > 1:
-        for edge in ("left", "right", "top", "bottom"):
-            gap = {"left": lambda o: o.x - o.r, "right": lambda o: FRAME - o.x - o.r,
-                   "top": lambda o: o.y - o.r, "bottom": lambda o: FRAME - o.y - o.r}[edge]  # fmt: skip
-            ranked = sorted(objects, key=gap)
-            if gap(ranked[1]) - gap(ranked[0]) >= MIN_EDGE_GAP:
-                qa.append((f"Which object is closest to the {edge} edge?", f"the {ranked[0].shape}"))
-    rng.shuffle(qa)
-    return qa
-
-
-def scene_conversation(path: str, meta: dict, rng: random.Random, max_questions: int) -> tuple[list[dict], tuple[str, ...]] | None:
-    """Up to ``max_questions`` `scene_questions` about one image as a chat (the image in the first turn)."""
-    qa = scene_questions(meta, rng)[:max_questions]
-    if not qa:
-        return None
-    conversation: list[dict] = []
-    for i, (question, answer) in enumerate(qa):
-        content = ([{"type": "image"}] if i == 0 else []) + [{"type": "text", "text": question}]
-        conversation.append({"role": "user", "content": content})
-        conversation.append({"role": "assistant", "content": [{"type": "text", "text": answer}]})
-    return conversation, (path,)
-
-
 # --- the auxiliary scene loss ----------------------------------------------------------------
 
 
@@ -391,7 +337,9 @@ def cell_targets(meta: dict, grid: int, image_size: int):
 
     def cell(i: int, x: float, y: float) -> int:
         px, py = (i * (frame + sep) + x) * image_size / width, y * image_size / frame
-        return min(max(int(py * grid / image_size), 0), grid - 1) * grid + min(max(int(px * grid / image_size), 0), grid - 1)
+        return min(max(int(py * grid / image_size), 0), grid - 1) * grid + min(
+            max(int(px * grid / image_size), 0), grid - 1
+        )
 
     for i, f in enumerate(frames):
         objects = {o["id"]: o for o in f["objects"]}
@@ -407,97 +355,6 @@ def cell_targets(meta: dict, grid: int, image_size: int):
             out[cell(i, a["x"] + ta * dx, a["y"] + ta * dy), labels["arrow tail"]] = 1
             out[cell(i, a["x"] + tb * dx, a["y"] + tb * dy), labels["arrow head"]] = 1
     return out
-
-
-MAX_COUNT = 7  # counts above this are labelled as this
-
-
-def fact_labels() -> list[str]:
-    """Every fact `scene_facts` can state about an image, in a fixed order (the probe's outputs)."""
-    from mmctx.data.shapes import COLOURS, SHAPES, SIZES
-    from mmctx.data.shapes.text import RELATIONS
-
-    labels = [f"{s} present" for s in SHAPES]
-    labels += [f"{n} {s}" for s in SHAPES for n in range(MAX_COUNT + 1)]
-    labels += [f"{c} {s}" for c in COLOURS for s in SHAPES] + [f"{z} {s}" for z in SIZES for s in SHAPES]
-    labels += [f"arrow from {s}" for s in SHAPES] + [f"arrow to {s}" for s in SHAPES]
-    labels += [f"{a} {r} {b}" for a in SHAPES for r in RELATIONS for b in SHAPES if a != b]
-    labels += [f"closest to {e} edge: {s}" for e in ("left", "right", "top", "bottom") for s in SHAPES]
-    labels += [f"nearest to {a}: {b}" for a in SHAPES for b in SHAPES if a != b]
-    labels += [f"{n} frames" for n in (1, 2, 3, 4)]
-    labels += [f"{s} moved" for s in SHAPES] + [f"{s} disappeared" for s in SHAPES]
-    labels += [f"moves {d}" for d in ("right", "left", "down", "up")]
-    return labels
-
-
-def scene_facts(meta: dict) -> set[str]:
-    """What is true of a shapes-world image, as `fact_labels` names it, from its scene graph.
-
-    Only clear-cut facts: a relation when one axis clearly dominates, a nearest object or an
-    edge's closest object only with the generators' margins. Everything a task asks about is here.
-    """
-    from mmctx.data.shapes.rationale import true_relation
-    from mmctx.data.shapes.tasks import MIN_DISTANCE_GAP
-    from mmctx.data.shapes.world import FRAME, Obj
-
-    frames = [[Obj(o["id"], o["shape"], o["colour"], o["size"], o["x"], o["y"]) for o in f["objects"]] for f in meta["frames"]]
-    objects = frames[0]
-    shapes = [o.shape for o in objects]
-    facts = {f"{len(frames)} frames"}
-    for shape in set(shapes):
-        facts.add(f"{shape} present")
-    for shape in ("circle", "square", "triangle", "star", "diamond"):
-        facts.add(f"{min(shapes.count(shape), MAX_COUNT)} {shape}")
-    for o in objects:
-        facts |= {f"{o.colour} {o.shape}", f"{o.size} {o.shape}"}
-    by_id = {o.id: o for o in objects}
-    for src, dst in meta["frames"][0].get("arrows", []):
-        facts |= {f"arrow from {by_id[src].shape}", f"arrow to {by_id[dst].shape}"}
-    unique = [o for o in objects if shapes.count(o.shape) == 1]
-    for a in unique:
-        for b in unique:
-            dx, dy = abs(a.x - b.x), abs(a.y - b.y)
-            if a is not b and max(dx, dy) >= MIN_AXIS_RATIO * min(dx, dy):
-                facts.add(f"{a.shape} {true_relation(a, b)} {b.shape}")
-        others = sorted((math.hypot(o.x - a.x, o.y - a.y), o.shape) for o in unique if o is not a)
-        if len(others) == 1 or (len(others) > 1 and others[1][0] - others[0][0] >= MIN_DISTANCE_GAP):
-            facts.add(f"nearest to {a.shape}: {others[0][1]}") if others else None
-    if len(unique) == len(objects) > 1:
-        gaps = {"left": lambda o: o.x - o.r, "right": lambda o: FRAME - o.x - o.r,
-                "top": lambda o: o.y - o.r, "bottom": lambda o: FRAME - o.y - o.r}  # fmt: skip
-        for edge, gap in gaps.items():
-            ranked = sorted(objects, key=gap)
-            if gap(ranked[1]) - gap(ranked[0]) >= MIN_EDGE_GAP:
-                facts.add(f"closest to {edge} edge: {ranked[0].shape}")
-    if len(frames) > 1:
-        later = {o.id: o for o in frames[-1]}
-        for o in objects:
-            if o.id not in later:
-                facts.add(f"{o.shape} disappeared")
-            elif (later[o.id].x, later[o.id].y) != (o.x, o.y):
-                facts.add(f"{o.shape} moved")
-                nxt = next(f for f in frames[1:] if any(p.id == o.id for p in f))
-                p = next(p for p in nxt if p.id == o.id)
-                dx, dy = p.x - o.x, p.y - o.y
-                facts.add("moves " + (("right" if dx > 0 else "left") if abs(dx) >= abs(dy) else ("down" if dy > 0 else "up")))
-    return facts
-
-
-def fact_targets(meta: dict):
-    """`scene_facts` as a multi-hot vector over `fact_labels`."""
-    import torch
-
-    index = _fact_index()
-    out = torch.zeros(len(index))
-    for fact in scene_facts(meta):
-        out[index[fact]] = 1
-    return out
-
-
-def _fact_index() -> dict[str, int]:
-    if not hasattr(_fact_index, "cache"):
-        _fact_index.cache = {name: i for i, name in enumerate(fact_labels())}  # type: ignore[attr-defined]
-    return _fact_index.cache  # type: ignore[attr-defined]
 
 
 class SceneHead:
@@ -527,7 +384,9 @@ class SceneHead:
         return torch.nn.functional.binary_cross_entropy_with_logits(logits, targets)
 
 
-def pretrain_vision(model, head: SceneHead, pixels, targets, steps: int, batch_size: int, lr: float, seed: int) -> list[float]:
+def pretrain_vision(
+    model, head: SceneHead, pixels, targets, steps: int, batch_size: int, lr: float, seed: int
+) -> list[float]:
     """Stage 1: vision tower + connector + probe on the scene labels alone (cheap: no text)."""
     import torch
 
@@ -559,9 +418,7 @@ class Mixture:
     tokens_per_batch: int = 2048  # few-shot batches hold fewer, longer sequences
 
 
-def draw_batch(
-    rng: random.Random, bench: Benchmark, renderer: Renderer, mixture: Mixture
-) -> list[Conversation]:
+def draw_batch(rng: random.Random, bench: Benchmark, renderer: Renderer, mixture: Mixture) -> list[Conversation]:
     """A batch of conversations of one shape (same shots and style), so little is padding."""
     zero = rng.random() < mixture.zero_shot
     weights = mixture.zero_shot_styles if zero else mixture.few_shot_styles
@@ -688,7 +545,14 @@ def train_shapes_vlm(
         with _progress(progress) as bar:
             task = bar.add_task("shapes VLM: vision tower", total=1)
             vision_losses = pretrain_vision(
-                model, head, pixels, torch.stack([targets[p] for p in paths]), vision_steps, vision_batch, vision_lr, seed
+                model,
+                head,
+                pixels,
+                torch.stack([targets[p] for p in paths]),
+                vision_steps,
+                vision_batch,
+                vision_lr,
+                seed,
             )
             bar.advance(task)
         vision_seconds = time.perf_counter() - started
@@ -703,7 +567,9 @@ def train_shapes_vlm(
             task = bar.add_task("shapes VLM: conversations", total=steps)
             for _ in range(steps):
                 batch = draw_batch(rng, bench, renderer, mixture)
-                ids, mask, weights, batch_pixels, images = collate(batch, renderer, tokenizer.pad_token_id, final_weight)
+                ids, mask, weights, batch_pixels, images = collate(
+                    batch, renderer, tokenizer.pad_token_id, final_weight
+                )
                 loss = reply_loss(model, ids, mask, weights, batch_pixels)
                 aux = head.loss(torch.stack([targets[p] for p in images]))
                 optimiser.zero_grad()
