@@ -11,6 +11,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from mmctx.models import DEFAULT_MODEL
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Multimodal in-context benchmarks.")
 console = Console(stderr=True)
 
@@ -79,7 +81,7 @@ def import_fewmmbench(
 @app.command()
 def run(
     benchmark: Path = typer.Argument(..., help="Benchmark folder."),
-    model: str = typer.Option("builtin:tiny-idefics3", help="HF model id, local folder, or builtin:tiny-idefics3|tiny-llava."),
+    model: str = typer.Option(DEFAULT_MODEL, help="HF model id, local folder, or builtin:shapes-vlm|tiny-idefics3|tiny-llava."),
     out: Path = typer.Option(..., help="Run folder (created, or resumed if it holds the same run)."),
     settings: str = typer.Option("all", help="Comma list: 0-shot,4-random,4-similar,4-similar-cot,8-random,8-similar,8-similar-cot."),
     scorers: str = typer.Option("all", help="Comma list: generate,ppl."),
@@ -108,12 +110,12 @@ def run(
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
     """Evaluate a model on a benchmark over a settings grid; resumable; scores and prints the tables."""
+    from mmctx.models.hf import ModelError
     from mmctx.report.tables import markdown_tables
     from mmctx.run.distributed import RayOptions
     from mmctx.run.evaluate import evaluate
     from mmctx.run.plan import GenerationLimits
     from mmctx.run.runner import RunError
-    from mmctx.models.hf import ModelError
     from mmctx.schema import BenchmarkError
 
     try:
@@ -252,7 +254,12 @@ def _lam(value: Optional[str]):
     return value if value == "auto" else float(value)
 
 
-_ENCODER_HELP = "clip:<hub id or folder>, open_clip:<arch>/<pretrained>, st:<sentence-transformers id or folder>."
+DEFAULT_ENCODER = "clip:builtin:shapes-clip"  # the shipped reference CLIP: meaningful on shapes-world only
+_ENCODER_HELP = (
+    "clip:<hub id or folder>, open_clip:<arch>/<pretrained>, st:<sentence-transformers id or folder>; "
+    "the default, clip:builtin:shapes-clip, is mmctx's reference CLIP trained on shapes-world (use a real "
+    "CLIP for other data)."
+)
 _LAMBDA_HELP = "λ: 'paper' (the paper's per-task values), 'auto' (n / 2k, mean matching) or a number."
 
 
@@ -260,7 +267,7 @@ _LAMBDA_HELP = "λ: 'paper' (the paper's per-task values), 'auto' (n / 2k, mean 
 def curate(
     pool: Path = typer.Argument(..., help="Pool folder (pool.jsonl|parquet + images) or a benchmark folder."),
     out: Path = typer.Option(..., help="Benchmark folder to write; intermediates go to OUT/curation."),
-    encoder: str = typer.Option(..., help=_ENCODER_HELP),
+    encoder: str = typer.Option(DEFAULT_ENCODER, help=_ENCODER_HELP),
     k: int = typer.Option(250, help="Queries selected per task and format."),
     lam: str = typer.Option("paper", "--lambda", help=_LAMBDA_HELP),
     convention: str = typer.Option("paper", help="Graph Cut form: paper (Σ over V\\X) or submodlib (λ+1 equivalent)."),
@@ -320,7 +327,7 @@ def _print_groups(groups) -> None:
 def embed(
     pool: Path = typer.Argument(..., help="Pool folder or benchmark folder."),
     work: Path = typer.Option(..., "--out", help="Curation work folder (embeddings/ is written there)."),
-    encoder: str = typer.Option(..., help=_ENCODER_HELP),
+    encoder: str = typer.Option(DEFAULT_ENCODER, help=_ENCODER_HELP),
 ) -> None:
     """Step 1: joint CLIP embeddings per task and format (cached; re-runs embed only new samples)."""
     from mmctx.curate.pipeline import embed_step
@@ -416,7 +423,7 @@ def sources_cmd() -> None:
 def build_fewmmbench(
     sources_dir: Path = typer.Option(..., "--sources", help="Folder with one sub-folder per downloaded dataset."),
     out: Path = typer.Option(..., help="Benchmark folder to write."),
-    encoder: str = typer.Option(..., help=_ENCODER_HELP),
+    encoder: str = typer.Option(DEFAULT_ENCODER, help=_ENCODER_HELP),
     recipe: Optional[Path] = typer.Option(None, help="Recipe YAML (default: the shipped FewMMBench one)."),
     k: int = typer.Option(250, help="Queries per task and kind."),
     demos: int = typer.Option(8),
@@ -504,6 +511,8 @@ def models_cmd() -> None:
             a.family, matches, a.auto_class, "yes" if a.needs_remote_code else "no", str(a.max_images or "—"),
             ", ".join(a.dtypes), ", ".join(a.quantization) or "—", a.notes,
         )  # fmt: skip
+    table.add_row("builtin", "builtin:shapes-vlm", "(shipped)", "no", "—", "auto", "—",
+                  "reference Idefics3 trained on shapes-world (mmctx train-reference)")  # fmt: skip
     table.add_row("builtin", "builtin:tiny-idefics3, builtin:tiny-llava", "(built offline)", "no", "—", "auto", "—",
                   "untrained, chance level")  # fmt: skip
     Console(width=max(200, console.width)).print(table)
@@ -522,10 +531,30 @@ def tiny_model(
     console.print(f"tiny {family} checkpoint → {out}")
 
 
+@app.command("train-reference")
+def train_reference(
+    out: Path = typer.Option(..., help="Folder for shapes-clip/ and shapes-vlm/ (each a checkpoint + model card)."),
+    seed: int = typer.Option(0, help="One seed for data, initialisation and batch draws."),
+    grid: bool = typer.Option(True, help="Also measure the full settings grid on the demo benchmark for the card."),
+    quick: bool = typer.Option(False, help="Check the pipeline in about a minute (a few steps; meaningless scores)."),
+) -> None:
+    """Train the two reference models (shapes-clip, shapes-vlm) from a seed on the CPU, score them, write cards.
+
+    `--out src/mmctx/reference_models` rebuilds the checkpoints that ship with mmctx."""
+    from mmctx.reference.train import train_reference as run_training
+
+    result = run_training(out, seed=seed, grid=grid, quick=quick)
+    sizes = ", ".join(f"{name} {mb:.1f} MB" for name, mb in result["megabytes"].items())
+    console.print(
+        f"trained in {result['training_seconds']:.0f} s, scored in {result['seconds'] - result['training_seconds']:.0f} s "
+        f"({sizes}); model cards → {out}/shapes-clip/README.md, {out}/shapes-vlm/README.md"
+    )
+
+
 @app.command()
 def demo(
     out: Path = typer.Option(Path("runs/demo"), help="Folder for the benchmark, run and report."),
-    model: str = typer.Option("builtin:tiny-idefics3", help="Model to evaluate."),
+    model: str = typer.Option(DEFAULT_MODEL, help="Model to evaluate."),
     queries_per_task: int = typer.Option(4, help="shapes-world queries per task and format."),
     cot_max_new_tokens: int = typer.Option(64, help="Generation limit for CoT settings."),
     clbench: bool = typer.Option(True, help="Also run the CLBench-V toy suite (the model judges itself)."),

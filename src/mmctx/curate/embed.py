@@ -294,6 +294,8 @@ class SentenceTransformerEncoder:
 def load_encoder(spec: str, **kwargs) -> Encoder:
     """An encoder from a spec: ``clip:<id-or-path>``, ``open_clip:<arch>/<pretrained>``, ``st:<id-or-path>``.
 
+    ``clip:builtin:shapes-clip`` is the reference CLIP shipped with mmctx (trained on shapes-world).
+
     ``open_clip:hf-hub:<org>/<name>`` loads an open_clip model straight from a hub repo.
     Keyword arguments go to the encoder (``device``, ``batch_size``, ``revision``, …).
     """
@@ -302,6 +304,10 @@ def load_encoder(spec: str, **kwargs) -> Encoder:
         if not target:
             raise EncoderError("expected <kind>:<model>")
         if kind == "clip":
+            if target.startswith("builtin:"):
+                from mmctx.models import resolve_builtin
+
+                target = str(resolve_builtin(target))
             return CLIPEncoder(target, **kwargs)
         if kind == "open_clip":
             if target.startswith("hf-hub:"):
@@ -311,7 +317,7 @@ def load_encoder(spec: str, **kwargs) -> Encoder:
         if kind == "st":
             return SentenceTransformerEncoder(target, **kwargs)
         raise EncoderError(f"unknown kind {kind!r}; use clip:, open_clip: or st:")
-    except (EncoderError, TypeError) as exc:
+    except (EncoderError, TypeError, ValueError, FileNotFoundError) as exc:
         raise EncoderError(f"encoder spec {spec!r}: {exc}") from exc
 
 

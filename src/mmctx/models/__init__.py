@@ -1,6 +1,8 @@
 """Backends behind one protocol; `load_backend` turns a model spec into one.
 
 Specs:
+  - ``builtin:shapes-vlm``: the reference VLM trained by ``mmctx train-reference`` and shipped
+    inside the package (`mmctx.reference`); a clear error names that command while it is absent.
   - ``builtin:tiny-idefics3`` / ``builtin:tiny-llava``: a tiny random-weight checkpoint built
     offline on first use (chance-level; for pipelines and tests, not for scores).
   - ``openai:<model>`` or ``openai:<model>@<base_url>``: an OpenAI-compatible chat-completions
@@ -20,8 +22,9 @@ from pathlib import Path
 from mmctx.models.base import Backend, Capabilities, ModelInfo
 
 BUILTIN_PREFIX = "builtin:"
-BUILTINS = {"tiny-idefics3": "idefics3", "tiny-llava": "llava"}
-DEFAULT_MODEL = "builtin:tiny-idefics3"
+BUILTINS = {"tiny-idefics3": "idefics3", "tiny-llava": "llava"}  # built on first use: name -> family
+SHIPPED = ("shapes-vlm", "shapes-clip")  # trained checkpoints inside the package (`mmctx.reference`)
+DEFAULT_MODEL = "builtin:tiny-idefics3"  # becomes builtin:shapes-vlm once a trained one meets its bars
 
 
 def cache_root() -> Path:
@@ -33,8 +36,13 @@ def resolve_builtin(spec: str) -> Path:
     from mmctx.models.tiny import build_tiny_vlm
 
     name = spec.removeprefix(BUILTIN_PREFIX)
+    if name in SHIPPED:
+        from mmctx.reference.shipped import shipped
+
+        return shipped(name)
     if name not in BUILTINS:
-        raise ValueError(f"unknown built-in model {spec!r}; choose from {[BUILTIN_PREFIX + n for n in BUILTINS]}")
+        known = [BUILTIN_PREFIX + n for n in (*SHIPPED, *BUILTINS)]
+        raise ValueError(f"unknown built-in model {spec!r}; choose from {known}")
     folder = cache_root() / "models" / name
     if not (folder / "config.json").exists():
         # Each process builds in its own folder; the first rename wins (shards and Ray workers
@@ -72,4 +80,4 @@ def load_backend(spec: str, **kwargs) -> Backend:
     return HFBackend(spec, **kwargs)
 
 
-__all__ = ["Backend", "Capabilities", "ModelInfo", "load_backend", "resolve_builtin", "DEFAULT_MODEL"]
+__all__ = ["Backend", "Capabilities", "ModelInfo", "load_backend", "resolve_builtin", "DEFAULT_MODEL", "SHIPPED"]

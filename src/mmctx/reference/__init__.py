@@ -1,5 +1,21 @@
-"""Reference models trained offline on shapes-world, so curation has encoders with real signal."""
+"""Reference models trained offline on shapes-world (shapes-clip, shapes-vlm), shipped with mmctx.
+
+`mmctx train-reference --out DIR` rebuilds both from a seed on a CPU (`mmctx.reference.train`);
+``builtin:shapes-vlm`` and ``clip:builtin:shapes-clip`` load the shipped copies (`mmctx.reference.shipped`).
+"""
 
 from mmctx.reference.clip import HELDOUT_SEED_BASE, TRAIN_SEED_BASE, pair_text, shapes_pairs, train_shapes_clip
+from mmctx.reference.shipped import CLIP_NAME, REFERENCE_MODELS, VLM_NAME, MissingReferenceModel, shipped
 
-__all__ = ["HELDOUT_SEED_BASE", "TRAIN_SEED_BASE", "pair_text", "shapes_pairs", "train_shapes_clip"]
+__all__ = [
+    "CLIP_NAME",
+    "HELDOUT_SEED_BASE",
+    "REFERENCE_MODELS",
+    "TRAIN_SEED_BASE",
+    "VLM_NAME",
+    "MissingReferenceModel",
+    "pair_text",
+    "shapes_pairs",
+    "shipped",
+    "train_shapes_clip",
+]

@@ -1,0 +1,24 @@
+"""Where the shipped reference checkpoints live inside the package, and a clear error when one is missing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+REFERENCE_MODELS = Path(__file__).resolve().parents[1] / "reference_models"
+CLIP_NAME, VLM_NAME = "shapes-clip", "shapes-vlm"
+
+
+class MissingReferenceModel(FileNotFoundError):
+    """A shipped checkpoint is not on disk (a stripped install, or a checkout before training)."""
+
+
+def shipped(name: str) -> Path:
+    """The folder of the shipped ``shapes-clip`` or ``shapes-vlm`` checkpoint."""
+    if name not in (CLIP_NAME, VLM_NAME):
+        raise ValueError(f"no shipped reference model {name!r}; choose {CLIP_NAME} or {VLM_NAME}")
+    folder = REFERENCE_MODELS / name
+    if not (folder / "config.json").exists():
+        raise MissingReferenceModel(
+            f"the shipped checkpoint {folder} is missing; rebuild it with `mmctx train-reference --out {REFERENCE_MODELS}`"
+        )
+    return folder

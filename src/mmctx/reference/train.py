@@ -1,0 +1,394 @@
+"""Train both reference models from one seed, measure them, and write their model cards.
+
+    metrics = train_reference(Path("src/mmctx/reference_models"), seed=0)
+
+writes ``shapes-clip/`` and ``shapes-vlm/`` under the folder: ordinary ``save_pretrained``
+checkpoints (safetensors, processor, chat template) with a ``README.md`` model card and a
+``metrics.json`` each. The VLM is scored the way `mmctx run` scores any model, on the demo
+benchmark (shapes-world, seed 0, `DEMO_QUERIES_PER_TASK` queries per task and format) and on
+a larger held-out benchmark (seed `HELDOUT_BENCH_SEED`) for tighter intervals; next to it, the
+untrained model of the same architecture (same tokenizer, same seed, no training), which must
+stay at chance. Neither benchmark seed is ever trained on (see `mmctx.reference.vlm`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from mmctx.reference.shipped import CLIP_NAME, REFERENCE_MODELS, VLM_NAME, shipped
+
+DEMO_QUERIES_PER_TASK = 4  # `mmctx demo`'s benchmark: build_benchmark(queries_per_task=4, seed=0)
+DEMO_BENCH_SEED = 0
+HELDOUT_QUERIES_PER_TASK = 20  # a larger held-out benchmark, for intervals narrower than the demo's
+HELDOUT_BENCH_SEED = 1
+
+
+def chance_by_task(bench) -> dict[str, float]:
+    """Expected accuracy of a uniform guess, per task (the mean of 1/#options over its queries)."""
+    out: dict[str, list[float]] = {}
+    for q in bench.queries:
+        out.setdefault(q.task, []).append(1 / len(q.choices))
+    everything = [v for values in out.values() for v in values]
+    return {**{t: sum(v) / len(v) for t, v in out.items()}, "Avg.": sum(everything) / len(everything)}
+
+
+def score_zero_shot(
+    bench_dir: Path, model: str, run_dir: Path, settings: str = "0-shot", cot_max_new_tokens: int = 64
+) -> list[dict]:
+    """Per (task, setting, scorer) accuracy with its 95% CI, as `mmctx run` computes it, on the CPU.
+
+    The CoT generation limit is `mmctx demo`'s (64 tokens).
+    """
+    from mmctx.run.evaluate import evaluate
+    from mmctx.run.plan import GenerationLimits
+
+    outcome = evaluate(
+        bench_dir, model, run_dir, settings=settings, scorers="generate,ppl", device="cpu", dtype="float32",
+        show_progress=False, limits=GenerationLimits(16, cot_max_new_tokens),
+    )  # fmt: skip
+    return [
+        {k: getattr(c, k) for k in ("task", "setting", "scorer", "n", "accuracy", "ci_low", "ci_high", "unparsed_rate")}
+        for c in outcome.cells
+    ]
+
+
+def _cell(cells: list[dict], task: str, scorer: str, setting: str = "0-shot") -> dict | None:
+    return next((c for c in cells if c["task"] == task and c["scorer"] == scorer and c["setting"] == setting), None)
+
+
+def _fmt(cell: dict | None) -> str:
+    if cell is None:
+        return "—"
+    return f"{cell['accuracy']:.2f} [{cell['ci_low']:.2f}, {cell['ci_high']:.2f}] (n={cell['n']})"
+
+
+def score_table(trained: list[dict], untrained: list[dict], chance: dict[str, float]) -> str:
+    """Markdown: per task, zero-shot generate and ppl accuracy of trained vs untrained, with CIs."""
+    lines = [
+        "| task | chance | generate, trained | generate, untrained | ppl, trained | ppl, untrained |",
+        "|---|---|---|---|---|---|",
+    ]
+    tasks = [t for t in chance if t != "Avg."] + ["Avg."]
+    for task in tasks:
+        row = [task, f"{chance[task]:.2f}"]
+        row += [_fmt(_cell(cells, task, scorer)) for scorer in ("generate", "ppl") for cells in (trained, untrained)]
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def grid_table(cells: list[dict]) -> str:
+    """Markdown: average accuracy per setting and scorer over the whole grid."""
+    settings = list(dict.fromkeys(c["setting"] for c in cells))
+    lines = ["| setting | generate | ppl |", "|---|---|---|"]
+    for s in settings:
+        lines.append(f"| {s} | {_fmt(_cell(cells, 'Avg.', 'generate', s))} | {_fmt(_cell(cells, 'Avg.', 'ppl', s))} |")
+    return "\n".join(lines)
+
+
+def machine() -> str:
+    import torch
+
+    return f"{platform.machine()} CPU, {os.cpu_count()} cores visible, torch {torch.__version__} with {torch.get_num_threads()} threads"
+
+
+def folder_megabytes(path: Path) -> float:
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) / 1e6
+
+
+def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> str:
+    arch = m["architecture"]
+    text = [
+        "# shapes-vlm",
+        "",
+        "A tiny interleaved image-text-to-text model (`Idefics3ForConditionalGeneration`) trained by mmctx, on a CPU,",
+        "on synthetic shapes-world conversations. It exists so that mmctx's offline demo measures something real;",
+        "it knows nothing outside shapes-world. Load it like any hub model:",
+        "`AutoModelForImageTextToText.from_pretrained(path)`, `AutoProcessor.from_pretrained(path)`,",
+        "or `mmctx.models.load_backend(path)`.",
+        "",
+        "## Architecture",
+        "",
+        f"- Vision: SigLIP-style Idefics3 tower, {arch['vision_layers']} layers, width {arch['vision_hidden']}, "
+        f"{arch['image_size']} px images in {arch['patch_size']} px patches; pixel shuffle ×{arch['scale_factor']} → "
+        f"{arch['image_tokens']} tokens an image (images are not split).",
+        f"- Language: Llama, {arch['layers']} layers, width {arch['hidden']}, {arch['heads']} heads "
+        f"({arch['kv_heads']} key/value), MLP {arch['intermediate']}; byte-level BPE of {m['vocab_size']} tokens "
+        "trained on the prompt texts of the `fewmmbench` preset over shapes-world.",
+        "- Chat template: Idefics3's (`User:<image>…<end_of_utterance>\\nAssistant: …`).",
+        f"- Parameters: {m['parameters']:,}.",
+        "",
+        "## Training",
+        "",
+        f"- Data: a shapes-world benchmark built with seed {m['train_seed']} (= 3000 + seed {m['seed']}): "
+        f"{m['train_queries']} queries with their random and similar demonstrations, {m['train_samples']} scenes in all. "
+        "Evaluation benchmarks use seeds 0, 1, …: no evaluation scene is trained on.",
+        f"- Stage 1, {m['vision_steps']} steps of {m['vision_batch']} images: the vision tower and connector learn "
+        "per-token scene labels (which colour/size/shape has its centre in each image token's cell, where arrows "
+        "start and end) through a linear probe that is discarded afterwards.",
+        f"- Stage 2, {m['steps']} steps of about {m['tokens_per_batch']} tokens: conversations rendered exactly as "
+        "`mmctx run` renders them (preset `fewmmbench`, the processor's chat template), zero-shot and with 1–8 "
+        "random or similar demonstrations, answers as a letter, as the option's text (what `ppl` scores), or as a "
+        "scene-graph rationale ending in `Answer: <letter>`; the loss is on every assistant reply (the query's "
+        f"weighted ×{m['final_weight']}), plus {m['aux_weight']} × the stage-1 scene loss.",
+        f"- AdamW, lr {m['lr']}, warm-up then cosine; `torch.manual_seed({m['seed']})` and seeded draws.",
+        f"- Measured training time: {m['train_seconds']:.0f} s for both stages ({m['vision_seconds']:.0f} s stage 1); "
+        f"{m['total_seconds']:.0f} s with data generation, on {m['machine']}.",
+        "",
+        "## Scores (zero-shot, measured with `mmctx run`)",
+        "",
+        "Accuracy with 95% confidence intervals; the untrained model has the same architecture, tokenizer and seed.",
+        "",
+        f"### Demo benchmark (shapes-world, seed {DEMO_BENCH_SEED}, {DEMO_QUERIES_PER_TASK} queries per task and format)",
+        "",
+        score_table(scores["demo"]["trained"], scores["demo"]["untrained"], chance["demo"]),
+        "",
+        f"### Held-out benchmark (shapes-world, seed {HELDOUT_BENCH_SEED}, {m['heldout_queries_per_task']} queries per task and format)",
+        "",
+        score_table(scores["heldout"]["trained"], scores["heldout"]["untrained"], chance["heldout"]),
+    ]
+    if grid:
+        text += [
+            "",
+            "### Full settings grid on the demo benchmark (average over tasks)",
+            "",
+            "Whether demonstrations help this model is measured here, not assumed.",
+            "",
+            grid_table(grid),
+        ]
+    return "\n".join(text) + "\n"
+
+
+def clip_card(m: dict) -> str:
+    r = m["retrieval"]
+    return "\n".join(
+        [
+            "# shapes-clip",
+            "",
+            "A tiny `CLIPModel` trained by mmctx, on a CPU, contrastively on shapes-world image–text pairs; the",
+            "default encoder for curating shapes-world. Load with `CLIPModel.from_pretrained(path)` or",
+            "`mmctx.curate.embed.CLIPEncoder(path)`.",
+            "",
+            "## Architecture",
+            "",
+            f"- Vision and text towers of width {m['vision_hidden']} / {m['text_hidden']}, "
+            f"{m['vision_layers']} / {m['text_layers']} layers, {m['image_size']} px images, projection {m['projection_dim']}; "
+            "lower-casing byte-level BPE tokenizer.",
+            f"- Parameters: {m['parameters']:,}.",
+            "",
+            "## Training",
+            "",
+            f"- Pairs: {m['train_pairs']} (image, correct statement) pairs of a shapes-world pool, seed {m['train_seed']}.",
+            f"- {m['steps']} steps of {m['batch_size']} pairs, CLIP's symmetric contrastive loss, AdamW; seed {m['seed']}.",
+            f"- Measured training time: {m['train_seconds']:.0f} s on {m['machine']}.",
+            "",
+            "## Scores",
+            "",
+            f"Image→text recall@1 among groups of {m['recall_candidates']} held-out pairs (seed {m['heldout_seed']}, "
+            f"{m['heldout_pairs']} pairs): **{m['recall_at_1']:.3f}** trained, {m['recall_at_1_untrained']:.3f} untrained "
+            f"(chance ≈ {1 / m['recall_candidates']:.3f}).",
+            "",
+            "### Similar vs random demonstrations (FewMMBench Figure 7)",
+            "",
+            f"`mmctx curate` with this encoder on a held-out pool (seed {r['pool_seed']}, {r['pool']} samples) selected "
+            f"{r['k']} queries per task and format and retrieved {r['demos']} similar and {r['demos']} random demos each. "
+            "The encoder's own cosine always favours its similar demos; the scene-graph similarity (cosine of the "
+            "scenes' shape/colour/size facts, defined without any encoder) says whether the retrieved scenes are "
+            "really more alike.",
+            "",
+            "| encoder | cosine, similar | cosine, random | scene similarity, similar | scene similarity, random |",
+            "|---|---|---|---|---|",
+            *[
+                f"| {name} | {r[name]['similar_cosine']:.3f} | {r[name]['random_cosine']:.3f} | "
+                f"{r[name]['similar_scene']:.3f} | {r[name]['random_scene']:.3f} |"
+                for name in ("trained", "untrained")
+            ],
+            "",
+            "![Figure 7: query–demo cosine, similar vs random, per task](demo_similarity.png)",
+            "",
+        ]
+    )
+
+
+RETRIEVAL_POOL_PER_TASK = 40  # held-out pool the Figure 7 check curates (seed HELDOUT_SEED_BASE + seed)
+RETRIEVAL_K, RETRIEVAL_DEMOS = 8, 4
+
+
+def scene_similarity(a, b) -> float:
+    """Cosine of two samples' scene-graph facts (shapes, colours, sizes, pairs): a judge independent of any encoder."""
+    from mmctx.data.shapes.selection import _normalised, scene_counts
+
+    fa, fb = _normalised(scene_counts(a)), _normalised(scene_counts(b))
+    return sum(v * fb.get(k, 0.0) for k, v in fa.items())
+
+
+def retrieval_check(encoders: dict[str, Path], work: Path, seed: int, figure: Path | None = None) -> dict:
+    """Figure 7 with each encoder: curate one held-out shapes-world pool, compare similar with random demos.
+
+    For each encoder (``{"trained": folder, "untrained": folder}``) the curation pipeline selects
+    `RETRIEVAL_K` queries per task and format and retrieves `RETRIEVAL_DEMOS` similar and random
+    demos. Reported per encoder: the mean encoder cosine of similar and random demos (what the
+    paper's Figure 7 plots; similar wins by construction for any encoder) and the mean
+    scene-graph similarity (`scene_similarity`), which no encoder defines: only an encoder that
+    sees the scenes retrieves demos whose scenes are more alike. The trained encoder's Figure 7
+    is copied to ``figure`` (PNG).
+    """
+    import shutil
+
+    from mmctx.curate.pipeline import CurateOptions, curate_samples, load_retrievals
+    from mmctx.data.shapes import generate_pool
+    from mmctx.reference.clip import HELDOUT_SEED_BASE
+
+    root = Path(work) / "pool"
+    samples = generate_pool(root, per_task=RETRIEVAL_POOL_PER_TASK, seed=HELDOUT_SEED_BASE + seed)
+    by_id = {s.id: s for s in samples}
+    out: dict = {
+        "pool": len(samples),
+        "pool_seed": HELDOUT_SEED_BASE + seed,
+        "k": RETRIEVAL_K,
+        "demos": RETRIEVAL_DEMOS,
+    }
+    for name, folder in encoders.items():
+        # No near-duplicate cut-off (only the same image is excluded): an untrained encoder maps
+        # every sample to almost the same point, and the comparison needs its demos too.
+        opts = CurateOptions(
+            encoder=f"clip:{folder}", k=RETRIEVAL_K, lam="auto", demos=RETRIEVAL_DEMOS, seed=seed, duplicate_cosine=1.01
+        )
+        outcome = curate_samples(samples, root, Path(work) / name, opts, progress=False)
+        row: dict[str, list[float]] = {
+            "similar_cosine": [],
+            "random_cosine": [],
+            "similar_scene": [],
+            "random_scene": [],
+        }
+        for record in load_retrievals(Path(work) / name / "curation").values():
+            for qid, q in record["queries"].items():
+                for kind in ("similar", "random"):
+                    row[f"{kind}_cosine"] += q[f"{kind}_cosines"]
+                    row[f"{kind}_scene"] += [scene_similarity(by_id[qid], by_id[d]) for d in q[kind]]
+        out[name] = {k: sum(v) / len(v) for k, v in row.items()}
+        if figure is not None and name == "trained":
+            found = [p for p in outcome.figures if p.name == "demo_similarity.png"]
+            if found:
+                shutil.copyfile(found[0], figure)
+    return out
+
+
+def _write(folder: Path, card: str, metrics: dict) -> None:
+    (folder / "README.md").write_text(card, encoding="utf-8")
+    (folder / "metrics.json").write_text(json.dumps(metrics, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
+def _curve(losses: Sequence[float], points: int = 20) -> list[float]:
+    """The loss curve as ``points`` window means (the full per-step list is not worth shipping)."""
+    if not losses:
+        return []
+    size = max(1, len(losses) // points)
+    return [round(sum(losses[i : i + size]) / len(losses[i : i + size]), 4) for i in range(0, len(losses), size)]
+
+
+QUICK_CLIP = {"steps": 4, "pool_per_task": 12, "heldout_per_task": 6}
+QUICK_VLM = {"steps": 4, "vision_steps": 4, "vision_batch": 8, "queries_per_task": 2, "pool_per_task": 10}
+
+
+def train_reference(
+    out: Path,
+    seed: int = 0,
+    progress: bool = True,
+    grid: bool = True,
+    quick: bool = False,
+    clip_options: dict | None = None,
+    vlm_options: dict | None = None,
+) -> dict:
+    """Train shapes-clip and shapes-vlm from ``seed`` into ``out``, score them, and write their cards.
+
+    ``grid`` also runs the full settings grid (few-shot, CoT) on the demo benchmark for the card.
+    ``quick`` checks the whole pipeline in about a minute (a few steps on tiny data, a held-out
+    benchmark of one query per task, no grid): its scores mean nothing. ``clip_options`` and
+    ``vlm_options`` go to `train_shapes_clip` and `train_shapes_vlm`.
+    Returns both models' metrics (loss curves summarised) and the scores, and ``seconds`` in all.
+    """
+    clip_options = {**(QUICK_CLIP if quick else {}), **(clip_options or {})}
+    vlm_options = {**(QUICK_VLM if quick else {}), **(vlm_options or {})}
+    heldout_queries = 1 if quick else HELDOUT_QUERIES_PER_TASK
+    grid = grid and not quick
+    from transformers import AutoProcessor, CLIPConfig
+
+    from mmctx.data.shapes import build_benchmark
+    from mmctx.reference.clip import train_shapes_clip
+    from mmctx.reference.vlm import Architecture, build_shapes_vlm, train_shapes_vlm
+
+    out = Path(out)
+    started = time.perf_counter()
+    where = machine()
+
+    clip_dir, vlm_dir = out / CLIP_NAME, out / VLM_NAME
+    clip = train_shapes_clip(clip_dir, seed=seed, progress=progress, **clip_options)
+    config = CLIPConfig.from_pretrained(clip_dir)
+    clip.update(
+        seed=seed,
+        machine=where,
+        losses=_curve(clip["losses"]),
+        vision_hidden=config.vision_config.hidden_size,
+        text_hidden=config.text_config.hidden_size,
+        vision_layers=config.vision_config.num_hidden_layers,
+        text_layers=config.text_config.num_hidden_layers,
+        image_size=config.vision_config.image_size,
+        projection_dim=config.projection_dim,
+    )
+    clip["path"] = CLIP_NAME
+    clip_seconds = time.perf_counter() - started
+    with tempfile.TemporaryDirectory(prefix="mmctx-reference-retrieval-") as tmp:
+        from mmctx.models.tiny import build_tiny_clip
+
+        untrained_clip = build_tiny_clip(Path(tmp) / "untrained-clip", seed=seed, image_size=clip["image_size"])
+        clip["retrieval"] = retrieval_check(
+            {"trained": clip_dir, "untrained": untrained_clip}, Path(tmp), seed, figure=clip_dir / "demo_similarity.png"
+        )
+
+    vlm = train_shapes_vlm(vlm_dir, seed=seed, progress=progress, **vlm_options)
+    for key in ("losses", "aux_losses", "vision_losses"):
+        vlm[key] = _curve(vlm[key])
+    vlm.update(machine=where, path=VLM_NAME)
+    training_seconds = time.perf_counter() - started
+
+    arch = Architecture(**{k: v for k, v in vlm["architecture"].items() if k != "image_tokens"})
+    scores: dict = {}
+    chance: dict = {}
+    grid_cells = None
+    with tempfile.TemporaryDirectory(prefix="mmctx-reference-eval-") as tmp:
+        tmp = Path(tmp)
+        untrained = build_shapes_vlm(tmp / "untrained", AutoProcessor.from_pretrained(vlm_dir).tokenizer, arch, seed)
+        for name, bench_seed, per_task in (
+            ("demo", DEMO_BENCH_SEED, DEMO_QUERIES_PER_TASK),
+            ("heldout", HELDOUT_BENCH_SEED, heldout_queries),
+        ):
+            bench = build_benchmark(tmp / f"bench-{name}", queries_per_task=per_task, seed=bench_seed)
+            chance[name] = chance_by_task(bench)
+            scores[name] = {
+                "trained": score_zero_shot(bench.root, str(vlm_dir), tmp / f"run-{name}-trained"),
+                "untrained": score_zero_shot(bench.root, str(untrained), tmp / f"run-{name}-untrained"),
+            }
+        if grid:
+            grid_cells = score_zero_shot(tmp / "bench-demo", str(vlm_dir), tmp / "run-demo-grid", settings="all")
+
+    vlm.update(scores=scores, chance=chance, grid=grid_cells, heldout_queries_per_task=heldout_queries)
+    _write(vlm_dir, vlm_card(vlm, scores, chance, grid_cells), vlm)
+    _write(clip_dir, clip_card(clip), clip)
+    seconds = time.perf_counter() - started
+    return {
+        "clip": clip,
+        "vlm": vlm,
+        "clip_seconds": clip_seconds,
+        "training_seconds": training_seconds,
+        "seconds": seconds,
+        "megabytes": {CLIP_NAME: folder_megabytes(clip_dir), VLM_NAME: folder_megabytes(vlm_dir)},
+    }
+
+
+__all__ = ["CLIP_NAME", "REFERENCE_MODELS", "VLM_NAME", "retrieval_check", "shipped", "train_reference"]

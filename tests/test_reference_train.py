@@ -1,0 +1,80 @@
+"""`mmctx train-reference`: both reference models trained, scored and carded from one command,
+and the built-in specs that load the shipped copies."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from mmctx.cli import app
+
+
+@pytest.fixture(scope="module")
+def quick_reference(tmp_path_factory):
+    """One `mmctx train-reference --quick` run (a few steps: checks the pipeline, not the scores)."""
+    out = tmp_path_factory.mktemp("reference")
+    result = CliRunner().invoke(app, ["train-reference", "--out", str(out), "--quick"])
+    assert result.exit_code == 0, result.output
+    return out, result.output
+
+
+def test_train_reference_writes_two_loadable_checkpoints_with_cards(quick_reference):
+    from mmctx.curate.embed import load_encoder
+    from mmctx.models import load_backend
+    from mmctx.reference.train import folder_megabytes
+
+    out, output = quick_reference
+    assert "shapes-vlm/README.md" in output
+    for name in ("shapes-clip", "shapes-vlm"):
+        assert (out / name / "config.json").exists() and (out / name / "model.safetensors").exists()
+        assert folder_megabytes(out / name) < 15
+    backend = load_backend(str(out / "shapes-vlm"), device="cpu", dtype="float32")
+    assert backend.info.name.endswith("shapes-vlm")
+    assert (
+        load_encoder(f"clip:{out / 'shapes-clip'}", device="cpu").encode_texts(["There is a red circle."]).shape[0] == 1
+    )
+
+
+def test_the_vlm_card_holds_trained_and_untrained_scores_with_intervals(quick_reference):
+    out, _ = quick_reference
+    card = (out / "shapes-vlm" / "README.md").read_text()
+    metrics = json.loads((out / "shapes-vlm" / "metrics.json").read_text())
+    assert "| task | chance | generate, trained | generate, untrained | ppl, trained | ppl, untrained |" in card
+    assert "attribute_recognition" in card and "[" in card  # intervals
+    assert metrics["train_seed"] == 3000 and metrics["seed"] == 0
+    assert {"demo", "heldout"} <= set(metrics["scores"]) and metrics["parameters"] > 0
+    cells = metrics["scores"]["demo"]["trained"]
+    assert {c["scorer"] for c in cells} == {"generate", "ppl"} and all(
+        0 <= c["ci_low"] <= c["ci_high"] <= 1 for c in cells
+    )
+    assert "Measured training time" in card
+
+
+def test_the_clip_card_compares_similar_and_random_demos(quick_reference):
+    out, _ = quick_reference
+    metrics = json.loads((out / "shapes-clip" / "metrics.json").read_text())
+    r = metrics["retrieval"]
+    for name in ("trained", "untrained"):
+        assert set(r[name]) == {"similar_cosine", "random_cosine", "similar_scene", "random_scene"}
+        assert r[name]["similar_cosine"] >= r[name]["random_cosine"]  # true by construction for any encoder
+    assert (out / "shapes-clip" / "demo_similarity.png").stat().st_size > 1000
+    assert "Figure 7" in (out / "shapes-clip" / "README.md").read_text()
+
+
+def test_shipped_builtins_resolve_or_name_the_command_that_rebuilds_them(tmp_path, monkeypatch):
+    import importlib
+
+    from mmctx.models import resolve_builtin
+
+    shipped_module = importlib.import_module("mmctx.reference.shipped")
+
+    monkeypatch.setattr(shipped_module, "REFERENCE_MODELS", tmp_path)
+    with pytest.raises(shipped_module.MissingReferenceModel, match="mmctx train-reference"):
+        resolve_builtin("builtin:shapes-vlm")
+    (tmp_path / "shapes-clip").mkdir()
+    (tmp_path / "shapes-clip" / "config.json").write_text("{}")
+    assert resolve_builtin("builtin:shapes-clip") == tmp_path / "shapes-clip"
+    with pytest.raises(ValueError, match="builtin:shapes-vlm"):
+        resolve_builtin("builtin:nope")
