@@ -50,6 +50,7 @@ def test_the_vlm_card_holds_trained_and_untrained_scores_with_intervals(quick_re
         0 <= c["ci_low"] <= c["ci_high"] <= 1 for c in cells
     )
     assert "Measured training time" in card
+    assert metrics["quick"] is True and card.startswith("**Quick run")  # never mistaken for real scores
 
 
 def test_the_clip_card_compares_similar_and_random_demos(quick_reference):
@@ -78,3 +79,39 @@ def test_shipped_builtins_resolve_or_name_the_command_that_rebuilds_them(tmp_pat
     assert resolve_builtin("builtin:shapes-clip") == tmp_path / "shapes-clip"
     with pytest.raises(ValueError, match="builtin:shapes-vlm"):
         resolve_builtin("builtin:nope")
+
+
+def test_train_reference_refuses_quick_models_over_the_shipped_ones_and_unknown_parts(tmp_path):
+    from mmctx.reference import REFERENCE_MODELS
+
+    before = sorted(p.name for p in REFERENCE_MODELS.rglob("*"))
+    result = CliRunner().invoke(app, ["train-reference", "--out", str(REFERENCE_MODELS), "--quick"])
+    assert result.exit_code == 2 and "will not replace the shipped ones" in result.output
+    assert sorted(p.name for p in REFERENCE_MODELS.rglob("*")) == before
+    result = CliRunner().invoke(app, ["train-reference", "--out", str(tmp_path), "--only", "both"])
+    assert result.exit_code == 2 and "--only takes clip or vlm" in result.output
+    result = CliRunner().invoke(app, ["train-reference", "--out", str(tmp_path), "--seed", "-3000"])
+    assert result.exit_code != 0 and not any(tmp_path.iterdir())
+
+
+def test_asking_for_the_unshipped_vlm_names_the_command_that_trains_one(tmp_path):
+    from mmctx.data.shapes import build_benchmark
+
+    build_benchmark(tmp_path / "bench", queries_per_task=1, seed=0)
+    args = ["run", str(tmp_path / "bench"), "--model", "builtin:shapes-vlm", "--out", str(tmp_path / "run")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert "not shipped yet" in result.output and "mmctx train-reference --only vlm" in result.output
+
+
+def test_curate_needs_an_encoder_for_pools_that_are_not_shapes_world(tmp_path):
+    from mmctx.data.disk import read_samples, write_samples
+
+    runner = CliRunner()
+    assert runner.invoke(app, ["shapes", "--out", str(tmp_path / "pool"), "--per-task", "12"]).exit_code == 0
+    table = tmp_path / "pool" / "pool.jsonl"
+    write_samples([s.model_copy(update={"source": "vqav2"}) for s in read_samples(table)], table)
+    for command in (["curate", str(tmp_path / "pool"), "--out", str(tmp_path / "bench")],
+                    ["embed", str(tmp_path / "pool"), "--out", str(tmp_path / "work")]):  # fmt: skip
+        result = runner.invoke(app, command)
+        assert result.exit_code == 2 and "--encoder is required" in result.output, result.output

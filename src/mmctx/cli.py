@@ -81,7 +81,7 @@ def import_fewmmbench(
 @app.command()
 def run(
     benchmark: Path = typer.Argument(..., help="Benchmark folder."),
-    model: str = typer.Option(DEFAULT_MODEL, help="HF model id, local folder, or builtin:shapes-vlm|tiny-idefics3|tiny-llava."),
+    model: str = typer.Option(DEFAULT_MODEL, help="HF model id, local folder, or builtin:tiny-idefics3|tiny-llava."),
     out: Path = typer.Option(..., help="Run folder (created, or resumed if it holds the same run)."),
     settings: str = typer.Option("all", help="Comma list: 0-shot,4-random,4-similar,4-similar-cot,8-random,8-similar,8-similar-cot."),
     scorers: str = typer.Option("all", help="Comma list: generate,ppl."),
@@ -254,12 +254,22 @@ def _lam(value: Optional[str]):
     return value if value == "auto" else float(value)
 
 
-DEFAULT_ENCODER = "clip:builtin:shapes-clip"  # the shipped reference CLIP: meaningful on shapes-world only
+SHAPES_ENCODER = "clip:builtin:shapes-clip"  # the shipped reference CLIP: meaningful on shapes-world only
 _ENCODER_HELP = (
     "clip:<hub id or folder>, open_clip:<arch>/<pretrained>, st:<sentence-transformers id or folder>; "
-    "the default, clip:builtin:shapes-clip, is mmctx's reference CLIP trained on shapes-world (use a real "
-    "CLIP for other data)."
+    "required, except for a shapes-world pool, which gets clip:builtin:shapes-clip (mmctx's reference CLIP)."
 )
+
+
+def _encoder_for(encoder: str | None, samples) -> str:
+    """The encoder asked for, else the shipped shapes-world CLIP when every sample is shapes-world."""
+    from mmctx.data.shapes.pool import SOURCE
+
+    if encoder:
+        return encoder
+    if samples and all(s.source == SOURCE for s in samples):
+        return SHAPES_ENCODER
+    _fail("--encoder is required: the default (clip:builtin:shapes-clip) knows only shapes-world pools")
 _LAMBDA_HELP = "λ: 'paper' (the paper's per-task values), 'auto' (n / 2k, mean matching) or a number."
 
 
@@ -267,7 +277,7 @@ _LAMBDA_HELP = "λ: 'paper' (the paper's per-task values), 'auto' (n / 2k, mean 
 def curate(
     pool: Path = typer.Argument(..., help="Pool folder (pool.jsonl|parquet + images) or a benchmark folder."),
     out: Path = typer.Option(..., help="Benchmark folder to write; intermediates go to OUT/curation."),
-    encoder: str = typer.Option(DEFAULT_ENCODER, help=_ENCODER_HELP),
+    encoder: Optional[str] = typer.Option(None, help=_ENCODER_HELP),
     k: int = typer.Option(250, help="Queries selected per task and format."),
     lam: str = typer.Option("paper", "--lambda", help=_LAMBDA_HELP),
     convention: str = typer.Option("paper", help="Graph Cut form: paper (Σ over V\\X) or submodlib (λ+1 equivalent)."),
@@ -283,17 +293,18 @@ def curate(
     ),
 ) -> None:
     """Embed → select queries (Graph Cut) → retrieve demos → rationales → benchmark + figures."""
-    from mmctx.curate.pipeline import CurateOptions, CurationError
-    from mmctx.curate.pipeline import curate as run_curate
-
-    opts = CurateOptions(
-        encoder=encoder, k=k, lam=_lam(lam), convention=convention, demos=demos, seed=seed, retrieval=retrieval,
-        duplicate_cosine=duplicate_cosine, rationales=rationales, projection=projection, figures=figures,
-    )  # fmt: skip
     from mmctx.curate.embed import EncoderError
+    from mmctx.curate.pipeline import CurateOptions, CurationError, curate_samples
+    from mmctx.data.disk import load_pool
 
     try:
-        outcome = run_curate(pool, out, opts)
+        samples, root = load_pool(pool)
+        opts = CurateOptions(
+            encoder=_encoder_for(encoder, samples), k=k, lam=_lam(lam), convention=convention, demos=demos,
+            seed=seed, retrieval=retrieval, duplicate_cosine=duplicate_cosine, rationales=rationales,
+            projection=projection, figures=figures,
+        )  # fmt: skip
+        outcome = curate_samples(samples, root, out, opts)
     except (CurationError, EncoderError, ValueError, FileNotFoundError) as exc:
         _fail(str(exc))
     _print_groups(outcome.groups)
@@ -327,14 +338,19 @@ def _print_groups(groups) -> None:
 def embed(
     pool: Path = typer.Argument(..., help="Pool folder or benchmark folder."),
     work: Path = typer.Option(..., "--out", help="Curation work folder (embeddings/ is written there)."),
-    encoder: str = typer.Option(DEFAULT_ENCODER, help=_ENCODER_HELP),
+    encoder: Optional[str] = typer.Option(None, help=_ENCODER_HELP),
 ) -> None:
     """Step 1: joint CLIP embeddings per task and format (cached; re-runs embed only new samples)."""
+    from mmctx.curate.embed import EncoderError
     from mmctx.curate.pipeline import embed_step
     from mmctx.data.disk import load_pool
 
     samples, root = load_pool(pool)
-    for name, emb in embed_step(samples, root, work, encoder).items():
+    try:
+        embeddings = embed_step(samples, root, work, _encoder_for(encoder, samples))
+    except EncoderError as exc:
+        _fail(str(exc))
+    for name, emb in embeddings.items():
         console.print(f"{name}: {len(emb.ids)} samples, joint dim {emb.joint.shape[1]}")
 
 
@@ -423,7 +439,7 @@ def sources_cmd() -> None:
 def build_fewmmbench(
     sources_dir: Path = typer.Option(..., "--sources", help="Folder with one sub-folder per downloaded dataset."),
     out: Path = typer.Option(..., help="Benchmark folder to write."),
-    encoder: str = typer.Option(DEFAULT_ENCODER, help=_ENCODER_HELP),
+    encoder: str = typer.Option(..., help=_ENCODER_HELP),
     recipe: Optional[Path] = typer.Option(None, help="Recipe YAML (default: the shipped FewMMBench one)."),
     k: int = typer.Option(250, help="Queries per task and kind."),
     demos: int = typer.Option(8),
@@ -511,8 +527,8 @@ def models_cmd() -> None:
             a.family, matches, a.auto_class, "yes" if a.needs_remote_code else "no", str(a.max_images or "—"),
             ", ".join(a.dtypes), ", ".join(a.quantization) or "—", a.notes,
         )  # fmt: skip
-    table.add_row("builtin", "builtin:shapes-vlm", "(shipped)", "no", "—", "auto", "—",
-                  "reference Idefics3 trained on shapes-world (mmctx train-reference)")  # fmt: skip
+    table.add_row("builtin", "builtin:shapes-vlm", "(not shipped yet)", "no", "—", "auto", "—",
+                  "reference Idefics3 for shapes-world; build with mmctx train-reference")  # fmt: skip
     table.add_row("builtin", "builtin:tiny-idefics3, builtin:tiny-llava", "(built offline)", "no", "—", "auto", "—",
                   "untrained, chance level")  # fmt: skip
     Console(width=max(200, console.width)).print(table)
@@ -534,20 +550,22 @@ def tiny_model(
 @app.command("train-reference")
 def train_reference(
     out: Path = typer.Option(..., help="Folder for shapes-clip/ and shapes-vlm/ (each a checkpoint + model card)."),
-    seed: int = typer.Option(0, help="One seed for data, initialisation and batch draws."),
+    seed: int = typer.Option(0, min=0, help="One seed for data, initialisation and batch draws."),
+    only: Optional[str] = typer.Option(None, help="clip or vlm: train just one of the two."),
     grid: bool = typer.Option(True, help="Also measure the full settings grid on the demo benchmark for the card."),
-    quick: bool = typer.Option(False, help="Check the pipeline in about a minute (a few steps; meaningless scores)."),
+    quick: bool = typer.Option(False, help="Check the pipeline in about two minutes (a few steps; meaningless scores)."),
 ) -> None:
-    """Train the two reference models (shapes-clip, shapes-vlm) from a seed on the CPU, score them, write cards.
-
-    `--out src/mmctx/reference_models` rebuilds the checkpoints that ship with mmctx."""
+    """Train the reference models (shapes-clip, shapes-vlm) from a seed on the CPU, score them, write cards."""
     from mmctx.reference.train import train_reference as run_training
 
-    result = run_training(out, seed=seed, grid=grid, quick=quick)
+    try:
+        result = run_training(out, seed=seed, grid=grid, quick=quick, only=only)
+    except ValueError as exc:
+        _fail(str(exc))
     sizes = ", ".join(f"{name} {mb:.1f} MB" for name, mb in result["megabytes"].items())
+    cards = ", ".join(f"{out}/{name}/README.md" for name in result["megabytes"])
     console.print(
-        f"trained in {result['training_seconds']:.0f} s, scored in {result['seconds'] - result['training_seconds']:.0f} s "
-        f"({sizes}); model cards → {out}/shapes-clip/README.md, {out}/shapes-vlm/README.md"
+        f"trained in {result['training_seconds']:.0f} s, all in {result['seconds']:.0f} s ({sizes}); model cards → {cards}"
     )
 
 

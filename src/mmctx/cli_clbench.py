@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from mmctx.models import DEFAULT_MODEL
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="CLBench-V: multimodal context learning.")
 console = Console(stderr=True)
 
@@ -76,7 +78,7 @@ def validate(path: Path = typer.Argument(..., help="Suite folder or .jsonl file.
 @app.command()
 def run(
     suite_path: Path = typer.Argument(..., metavar="SUITE", help="Suite folder or .jsonl file."),
-    model: str = typer.Option("builtin:tiny-idefics3", help="Model spec (HF id/folder, builtin:…, openai:…, vllm:…)."),
+    model: str = typer.Option(DEFAULT_MODEL, help="Model spec (HF id/folder, builtin:…, openai:…, vllm:…)."),
     out: Path = typer.Option(..., help="Run folder (created, or resumed if it holds the same run)."),
     judge: Optional[str] = typer.Option(
         None, help="Judge model spec (pinned; temperature 0); needed by judged subsets."
