@@ -24,9 +24,13 @@ def test_the_shipped_models_fit_the_budget_and_carry_their_cards():
     metrics = json.loads((clip / "metrics.json").read_text())
     assert "recall@1" in card and "Figure 7" in card and "Measured training time" in card
     assert metrics["train_seed"] == 1000 and metrics["heldout_seed"] == 2000
-    assert metrics["recall_at_1"] >= metrics["recall_at_1_untrained"] + 0.04
-    r = metrics["retrieval"]["trained"]
-    assert r["similar_scene"] > r["random_scene"]
+    assert metrics["recall_at_1"] >= max(metrics["recall_at_1_untrained"], metrics["recall_chance"]) + 0.04
+    assert metrics["quick"] is False and not card.startswith("**Quick run")
+    # The card's Figure 7 claim: its similar demos' scenes beat random ones by more than an
+    # untrained CLIP's do (untrained random features keep some pixel similarity too).
+    r = metrics["retrieval"]
+    gap = {name: r[name]["similar_scene"] - r[name]["random_scene"] for name in ("trained", "untrained")}
+    assert gap["trained"] > gap["untrained"] > 0, gap
 
 
 def _recall_at_1(encoder, images: list[Path], texts: list[str], group: int = 32) -> float:
@@ -58,13 +62,20 @@ def test_curate_without_an_encoder_uses_the_shipped_clip_and_retrieves_alike_sce
 
     runner = CliRunner()
     pool, bench = tmp_path / "pool", tmp_path / "bench"
-    assert runner.invoke(app, ["shapes", "--out", str(pool), "--per-task", "24", "--seed", str(HELD_OUT_SEED)]).exit_code == 0
+    assert (
+        runner.invoke(app, ["shapes", "--out", str(pool), "--per-task", "24", "--seed", str(HELD_OUT_SEED)]).exit_code
+        == 0
+    )
     result = runner.invoke(
         app, ["curate", str(pool), "--out", str(bench), "--k", "6", "--demos", "4", "--lambda", "auto", "--no-figures"]
     )
     assert result.exit_code == 0, result.output
     summary = json.loads((bench / "curation" / "summary.json").read_text())
     assert summary["options"]["encoder"] == "clip:builtin:shapes-clip"
+    from mmctx.curate.embed import folder_digest
+
+    digest = folder_digest(shipped("shapes-clip"))[:16]
+    assert any(digest in p.name or digest in p.read_text(errors="ignore") for p in (bench / "curation").rglob("*.json"))
     samples, _ = load_pool(pool)
     by_id = {s.id: s for s in samples}
     similar, random = [], []

@@ -1,8 +1,9 @@
 """Backends behind one protocol; `load_backend` turns a model spec into one.
 
 Specs:
-  - ``builtin:shapes-vlm``: the reference VLM trained by ``mmctx train-reference`` and shipped
-    inside the package (`mmctx.reference`); a clear error names that command while it is absent.
+  - ``builtin:shapes-clip`` / ``builtin:shapes-vlm``: reference models trained by
+    ``mmctx train-reference``, loaded from the package (`mmctx.reference`); shapes-clip ships,
+    shapes-vlm does not yet (an error names the command that trains one).
   - ``builtin:tiny-idefics3`` / ``builtin:tiny-llava``: a tiny random-weight checkpoint built
     offline on first use (chance-level; for pipelines and tests, not for scores).
   - ``openai:<model>`` or ``openai:<model>@<base_url>``: an OpenAI-compatible chat-completions

@@ -1,7 +1,7 @@
-"""Reference models trained offline on shapes-world (shapes-clip, shapes-vlm), shipped with mmctx.
+"""Reference models trained offline on shapes-world: shapes-clip (shipped) and shapes-vlm (not yet).
 
-`mmctx train-reference --out DIR` rebuilds both from a seed on a CPU (`mmctx.reference.train`);
-``builtin:shapes-vlm`` and ``clip:builtin:shapes-clip`` load the shipped copies (`mmctx.reference.shipped`).
+`mmctx train-reference --out DIR` trains both from a seed on a CPU (`mmctx.reference.train`);
+``clip:builtin:shapes-clip`` loads the shipped CLIP (`mmctx.reference.shipped`).
 """
 
 from mmctx.reference.clip import HELDOUT_SEED_BASE, TRAIN_SEED_BASE, pair_text, shapes_pairs, train_shapes_clip

@@ -99,6 +99,18 @@ def _recall_at_1(model, pixels, ids, mask, texts: list[str], candidates: int = R
     return hits / max(total, 1)
 
 
+def recall_chance(texts: list[str], candidates: int = RECALL_CANDIDATES) -> float:
+    """What a uniform guess scores under `_recall_at_1`: repeated captions make it more than 1/candidates."""
+    expected = total = 0.0
+    for start in range(0, len(texts), candidates):
+        group = texts[start : start + candidates]
+        if len(group) < 2:
+            continue
+        expected += sum(group.count(t) / len(group) for t in group)
+        total += len(group)
+    return expected / max(total, 1)
+
+
 def train_shapes_clip(
     out: Path,
     seed: int = 0,
@@ -196,6 +208,7 @@ def train_shapes_clip(
         "train_pairs": n,
         "heldout_pairs": len(held_texts),
         "recall_candidates": RECALL_CANDIDATES,
+        "recall_chance": recall_chance(held_texts),
         "losses": losses,
         "recall_at_1": recall,
         "recall_at_1_untrained": recall_untrained,

@@ -18,7 +18,13 @@ def shipped(name: str) -> Path:
         raise ValueError(f"no shipped reference model {name!r}; choose {CLIP_NAME} or {VLM_NAME}")
     folder = REFERENCE_MODELS / name
     if not (folder / "config.json").exists():
+        if name == VLM_NAME:
+            raise MissingReferenceModel(
+                "builtin:shapes-vlm is not shipped yet (no trained one meets its quality bars); train one with "
+                "`mmctx train-reference --only vlm --out DIR` and pass `--model DIR/shapes-vlm`"
+            )
         raise MissingReferenceModel(
-            f"the shipped checkpoint {folder} is missing; rebuild it with `mmctx train-reference --out {REFERENCE_MODELS}`"
+            f"the shipped checkpoint {folder} is missing; train one with `mmctx train-reference --only clip --out DIR` "
+            "and pass `--encoder clip:DIR/shapes-clip`"
         )
     return folder

@@ -191,7 +191,7 @@ def clip_card(m: dict) -> str:
             "",
             f"Image→text recall@1 among groups of {m['recall_candidates']} held-out pairs (seed {m['heldout_seed']}, "
             f"{m['heldout_pairs']} pairs): **{m['recall_at_1']:.3f}** trained, {m['recall_at_1_untrained']:.3f} untrained "
-            f"(chance ≈ {1 / m['recall_candidates']:.3f}).",
+            f"(a uniform guess: {m['recall_chance']:.3f}; repeated captions count as hits).",
             "",
             "### Similar vs random demonstrations (FewMMBench Figure 7)",
             "",
@@ -296,43 +296,24 @@ QUICK_CLIP = {"steps": 4, "pool_per_task": 12, "heldout_per_task": 6}
 QUICK_VLM = {"steps": 4, "vision_steps": 4, "vision_batch": 8, "queries_per_task": 2, "pool_per_task": 10}
 
 
-def train_reference(
-    out: Path,
-    seed: int = 0,
-    progress: bool = True,
-    grid: bool = True,
-    quick: bool = False,
-    clip_options: dict | None = None,
-    vlm_options: dict | None = None,
-) -> dict:
-    """Train shapes-clip and shapes-vlm from ``seed`` into ``out``, score them, and write their cards.
+QUICK_BANNER = "**Quick run (`--quick`): a few steps on tiny data; these scores mean nothing.**\n\n"
 
-    ``grid`` also runs the full settings grid (few-shot, CoT) on the demo benchmark for the card.
-    ``quick`` checks the whole pipeline in about a minute (a few steps on tiny data, a held-out
-    benchmark of one query per task, no grid): its scores mean nothing. ``clip_options`` and
-    ``vlm_options`` go to `train_shapes_clip` and `train_shapes_vlm`.
-    Returns both models' metrics (loss curves summarised) and the scores, and ``seconds`` in all.
-    """
-    clip_options = {**(QUICK_CLIP if quick else {}), **(clip_options or {})}
-    vlm_options = {**(QUICK_VLM if quick else {}), **(vlm_options or {})}
-    heldout_queries = 1 if quick else HELDOUT_QUERIES_PER_TASK
-    grid = grid and not quick
-    from transformers import AutoProcessor, CLIPConfig
 
-    from mmctx.data.shapes import build_benchmark
+def train_clip_reference(out: Path, seed: int, progress: bool, quick: bool, options: dict) -> dict:
+    """shapes-clip into ``out/shapes-clip``: trained, checked on retrieval (Figure 7), carded."""
+    from transformers import CLIPConfig
+
+    from mmctx.models.tiny import build_tiny_clip
     from mmctx.reference.clip import train_shapes_clip
-    from mmctx.reference.vlm import Architecture, build_shapes_vlm, train_shapes_vlm
 
-    out = Path(out)
-    started = time.perf_counter()
-    where = machine()
-
-    clip_dir, vlm_dir = out / CLIP_NAME, out / VLM_NAME
-    clip = train_shapes_clip(clip_dir, seed=seed, progress=progress, **clip_options)
-    config = CLIPConfig.from_pretrained(clip_dir)
+    folder = Path(out) / CLIP_NAME
+    clip = train_shapes_clip(folder, seed=seed, progress=progress, **options)
+    config = CLIPConfig.from_pretrained(folder)
     clip.update(
         seed=seed,
-        machine=where,
+        quick=quick,
+        machine=machine(),
+        path=CLIP_NAME,
         losses=_curve(clip["losses"]),
         vision_hidden=config.vision_config.hidden_size,
         text_hidden=config.text_config.hidden_size,
@@ -341,21 +322,28 @@ def train_reference(
         image_size=config.vision_config.image_size,
         projection_dim=config.projection_dim,
     )
-    clip["path"] = CLIP_NAME
-    clip_seconds = time.perf_counter() - started
     with tempfile.TemporaryDirectory(prefix="mmctx-reference-retrieval-") as tmp:
-        from mmctx.models.tiny import build_tiny_clip
+        untrained = build_tiny_clip(Path(tmp) / "untrained-clip", seed=seed, image_size=clip["image_size"])
+        encoders = {"trained": folder, "untrained": untrained}
+        clip["retrieval"] = retrieval_check(encoders, Path(tmp), seed, figure=folder / "demo_similarity.png")
+    _write(folder, (QUICK_BANNER if quick else "") + clip_card(clip), clip)
+    return clip
 
-        untrained_clip = build_tiny_clip(Path(tmp) / "untrained-clip", seed=seed, image_size=clip["image_size"])
-        clip["retrieval"] = retrieval_check(
-            {"trained": clip_dir, "untrained": untrained_clip}, Path(tmp), seed, figure=clip_dir / "demo_similarity.png"
-        )
 
-    vlm = train_shapes_vlm(vlm_dir, seed=seed, progress=progress, **vlm_options)
+def train_vlm_reference(
+    out: Path, seed: int, progress: bool, quick: bool, grid: bool, heldout_queries: int, options: dict
+) -> dict:
+    """shapes-vlm into ``out/shapes-vlm``: trained, scored against its untrained twin, carded."""
+    from transformers import AutoProcessor
+
+    from mmctx.data.shapes import build_benchmark
+    from mmctx.reference.vlm import Architecture, build_shapes_vlm, train_shapes_vlm
+
+    folder = Path(out) / VLM_NAME
+    vlm = train_shapes_vlm(folder, seed=seed, progress=progress, **options)
     for key in ("losses", "aux_losses", "vision_losses"):
         vlm[key] = _curve(vlm[key])
-    vlm.update(machine=where, path=VLM_NAME)
-    training_seconds = time.perf_counter() - started
+    vlm.update(machine=machine(), path=VLM_NAME, quick=quick, heldout_queries_per_task=heldout_queries)
 
     arch = Architecture(**{k: v for k, v in vlm["architecture"].items() if k != "image_tokens"})
     scores: dict = {}
@@ -363,7 +351,7 @@ def train_reference(
     grid_cells = None
     with tempfile.TemporaryDirectory(prefix="mmctx-reference-eval-") as tmp:
         tmp = Path(tmp)
-        untrained = build_shapes_vlm(tmp / "untrained", AutoProcessor.from_pretrained(vlm_dir).tokenizer, arch, seed)
+        untrained = build_shapes_vlm(tmp / "untrained", AutoProcessor.from_pretrained(folder).tokenizer, arch, seed)
         for name, bench_seed, per_task in (
             ("demo", DEMO_BENCH_SEED, DEMO_QUERIES_PER_TASK),
             ("heldout", HELDOUT_BENCH_SEED, heldout_queries),
@@ -371,24 +359,67 @@ def train_reference(
             bench = build_benchmark(tmp / f"bench-{name}", queries_per_task=per_task, seed=bench_seed)
             chance[name] = chance_by_task(bench)
             scores[name] = {
-                "trained": score_zero_shot(bench.root, str(vlm_dir), tmp / f"run-{name}-trained"),
+                "trained": score_zero_shot(bench.root, str(folder), tmp / f"run-{name}-trained"),
                 "untrained": score_zero_shot(bench.root, str(untrained), tmp / f"run-{name}-untrained"),
             }
         if grid:
-            grid_cells = score_zero_shot(tmp / "bench-demo", str(vlm_dir), tmp / "run-demo-grid", settings="all")
-
-    vlm.update(scores=scores, chance=chance, grid=grid_cells, heldout_queries_per_task=heldout_queries)
-    _write(vlm_dir, vlm_card(vlm, scores, chance, grid_cells), vlm)
-    _write(clip_dir, clip_card(clip), clip)
-    seconds = time.perf_counter() - started
-    return {
-        "clip": clip,
-        "vlm": vlm,
-        "clip_seconds": clip_seconds,
-        "training_seconds": training_seconds,
-        "seconds": seconds,
-        "megabytes": {CLIP_NAME: folder_megabytes(clip_dir), VLM_NAME: folder_megabytes(vlm_dir)},
-    }
+            grid_cells = score_zero_shot(tmp / "bench-demo", str(folder), tmp / "run-demo-grid", settings="all")
+    vlm.update(scores=scores, chance=chance, grid=grid_cells)
+    _write(folder, (QUICK_BANNER if quick else "") + vlm_card(vlm, scores, chance, grid_cells), vlm)
+    return vlm
 
 
-__all__ = ["CLIP_NAME", "REFERENCE_MODELS", "VLM_NAME", "retrieval_check", "shipped", "train_reference"]
+def train_reference(
+    out: Path,
+    seed: int = 0,
+    progress: bool = True,
+    grid: bool = True,
+    quick: bool = False,
+    only: str | None = None,
+    clip_options: dict | None = None,
+    vlm_options: dict | None = None,
+) -> dict:
+    """Train shapes-clip and shapes-vlm (or ``only`` one: ``"clip"`` / ``"vlm"``) from ``seed`` into
+    ``out``, score them, and write their cards.
+
+    ``grid`` also runs the full settings grid (few-shot, CoT) on the demo benchmark for the VLM card.
+    ``quick`` checks the whole pipeline in about two minutes (a few steps on tiny data, a held-out
+    benchmark of one query per task, no grid): its scores mean nothing, its cards say so, and it
+    refuses to write over the shipped models. ``clip_options`` and ``vlm_options`` go to
+    `train_shapes_clip` and `train_shapes_vlm`. Returns each model's metrics, ``training_seconds``
+    (training alone), ``seconds`` in all and each folder's ``megabytes``.
+    """
+    if only not in (None, "clip", "vlm"):
+        raise ValueError(f"--only takes clip or vlm, not {only!r}")
+    out = Path(out)
+    if quick and out.resolve() == REFERENCE_MODELS.resolve():
+        raise ValueError("--quick writes meaningless models; it will not replace the shipped ones")
+    if seed < 0:
+        raise ValueError("the seed must be ≥ 0 (negative seeds would reach the benchmarks' seed range)")
+    started = time.perf_counter()
+    result: dict = {"training_seconds": 0.0, "megabytes": {}}
+    if only in (None, "clip"):
+        options = {**(QUICK_CLIP if quick else {}), **(clip_options or {})}
+        result["clip"] = train_clip_reference(out, seed, progress, quick, options)
+        result["training_seconds"] += result["clip"]["train_seconds"]
+        result["megabytes"][CLIP_NAME] = folder_megabytes(out / CLIP_NAME)
+    if only in (None, "vlm"):
+        options = {**(QUICK_VLM if quick else {}), **(vlm_options or {})}
+        heldout = 1 if quick else HELDOUT_QUERIES_PER_TASK
+        result["vlm"] = train_vlm_reference(out, seed, progress, quick, grid and not quick, heldout, options)
+        result["training_seconds"] += result["vlm"]["train_seconds"]
+        result["megabytes"][VLM_NAME] = folder_megabytes(out / VLM_NAME)
+    result["seconds"] = time.perf_counter() - started
+    return result
+
+
+__all__ = [
+    "CLIP_NAME",
+    "REFERENCE_MODELS",
+    "VLM_NAME",
+    "retrieval_check",
+    "shipped",
+    "train_clip_reference",
+    "train_reference",
+    "train_vlm_reference",
+]

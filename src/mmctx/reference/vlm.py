@@ -23,7 +23,7 @@ training conversations come from a shapes-world benchmark built with seed
     backend = load_backend("runs/shapes-vlm")
 
 Status: this recipe does not yet reach the reference model's quality bars, so no shapes-vlm is
-shipped. The vision pre-stage works (a linear probe names the colour–shape pair of 92% of
+shipped. The vision pre-stage works (a throw-away linear probe named the colour–shape pair of 92% of
 held-out object cells, 94% the shape), but the language model stays on its no-information
 plateau (reply loss ≈ 0.45, letter answers at the majority-letter rate) for as long as a CPU
 budget allows: even with perfect image tokens (each cell's colour, shape and size word
