@@ -115,3 +115,13 @@ def test_curate_needs_an_encoder_for_pools_that_are_not_shapes_world(tmp_path):
                     ["embed", str(tmp_path / "pool"), "--out", str(tmp_path / "work")]):  # fmt: skip
         result = runner.invoke(app, command)
         assert result.exit_code == 2 and "--encoder is required" in result.output, result.output
+
+
+def test_builtin_specs_are_refused_where_they_are_the_wrong_kind_of_model():
+    from mmctx.curate.embed import EncoderError, load_encoder
+    from mmctx.models import load_backend
+
+    with pytest.raises(ValueError, match="is an encoder, not a chat model"):
+        load_backend("builtin:shapes-clip")
+    with pytest.raises(EncoderError, match="only built-in encoder is builtin:shapes-clip"):
+        load_encoder("clip:builtin:tiny-idefics3")

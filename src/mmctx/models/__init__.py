@@ -74,6 +74,10 @@ def load_backend(spec: str, **kwargs) -> Backend:
     from mmctx.models.hf import HFBackend
 
     if spec.startswith(BUILTIN_PREFIX):
+        if spec == BUILTIN_PREFIX + "shapes-clip":
+            raise ValueError(
+                "builtin:shapes-clip is an encoder, not a chat model: use it as --encoder clip:builtin:shapes-clip"
+            )
         path = resolve_builtin(spec)
         backend = HFBackend(str(path), **kwargs)
         backend.info = ModelInfo(spec, backend.info.revision, backend.info.backend, backend.info.settings)
