@@ -11,8 +11,9 @@ from PIL import Image
 from typer.testing import CliRunner
 
 from mmctx.cli import app
+from mmctx.data.shapes.selection import scene_similarity
 from mmctx.reference import REFERENCE_MODELS, shipped
-from mmctx.reference.train import folder_megabytes, scene_similarity
+from mmctx.reference.train import folder_megabytes
 
 HELD_OUT_SEED = 2007  # the CLIP trains on seed 1000; 2000+ is held out and no benchmark uses it
 

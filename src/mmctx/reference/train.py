@@ -219,14 +219,6 @@ RETRIEVAL_POOL_PER_TASK = 40  # held-out pool the Figure 7 check curates (seed H
 RETRIEVAL_K, RETRIEVAL_DEMOS = 8, 4
 
 
-def scene_similarity(a, b) -> float:
-    """Cosine of two samples' scene-graph facts (shapes, colours, sizes, pairs): a judge independent of any encoder."""
-    from mmctx.data.shapes.selection import _normalised, scene_counts
-
-    fa, fb = _normalised(scene_counts(a)), _normalised(scene_counts(b))
-    return sum(v * fb.get(k, 0.0) for k, v in fa.items())
-
-
 def retrieval_check(encoders: dict[str, Path], work: Path, seed: int, figure: Path | None = None) -> dict:
     """Figure 7 with each encoder: curate one held-out shapes-world pool, compare similar with random demos.
 
@@ -242,6 +234,7 @@ def retrieval_check(encoders: dict[str, Path], work: Path, seed: int, figure: Pa
 
     from mmctx.curate.pipeline import CurateOptions, curate_samples, load_retrievals
     from mmctx.data.shapes import generate_pool
+    from mmctx.data.shapes.selection import scene_similarity
     from mmctx.reference.clip import HELDOUT_SEED_BASE
 
     root = Path(work) / "pool"

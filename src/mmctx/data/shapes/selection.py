@@ -56,6 +56,11 @@ def cosine(a: Features, b: Features) -> float:
     return dot / (na * nb) if na and nb else 0.0
 
 
+def scene_similarity(a: Sample, b: Sample) -> float:
+    """Cosine of two samples' scene facts alone (no wording): how alike their pictures are, by construction."""
+    return cosine(scene_counts(a), scene_counts(b))
+
+
 def eligible(query: Sample, pool: Sequence[Sample], exclude: set[str]) -> list[Sample]:
     """Same task and format as ``query``, never the query itself nor anything in ``exclude``."""
     return [
