@@ -201,8 +201,6 @@ class Conversation:
     reply: tuple[bool, ...]  # True where the token is part of an assistant reply (loss is taken there)
     final: tuple[bool, ...]  # True on the query's own reply
     images: tuple[str, ...]
-    shots: int
-    style: str
 
 
 def with_rationale(sample: Sample) -> Sample:
@@ -266,11 +264,9 @@ class Renderer:
         built = build_prompt(query, demos, self.preset, style, seed, self.root)
         conversation, parts = chat_conversation(built.messages)
         conversation = conversation + [answer_turn(reply_text(query, shown_options(query, self.preset, seed), style))]
-        return self.encode(conversation, tuple(p.path for p in parts), len(demos), style)
+        return self.encode(conversation, tuple(p.path for p in parts))
 
-    def encode(
-        self, conversation: list[dict], images: tuple[str, ...], shots: int = 0, style: str = ""
-    ) -> Conversation:
+    def encode(self, conversation: list[dict], images: tuple[str, ...]) -> Conversation:
         """A chat-template conversation (ending in an assistant turn) as ids and reply masks."""
         full = self.adapter.render(self.processor, conversation, False)
         spans = []
@@ -293,7 +289,7 @@ class Renderer:
             final.append(bool(inside) and inside[0] == len(spans) - 1)
         if self.checked < 3:  # the processor itself must agree with the expansion done here
             self._check(full, images, ids)
-        return Conversation(tuple(ids), tuple(reply), tuple(final), images, shots, style)
+        return Conversation(tuple(ids), tuple(reply), tuple(final), images)
 
     def _check(self, full: str, images: tuple[str, ...], ids: list[int]) -> None:
         from PIL import Image
