@@ -76,7 +76,7 @@ def test_shipped_builtins_resolve_or_name_the_command_that_rebuilds_them(tmp_pat
         resolve_builtin("builtin:shapes-vlm")
     (tmp_path / "shapes-clip").mkdir()
     (tmp_path / "shapes-clip" / "config.json").write_text("{}")
-    assert resolve_builtin("builtin:shapes-clip") == tmp_path / "shapes-clip"
+    assert resolve_builtin("builtin:shapes-clip", kind="encoder") == tmp_path / "shapes-clip"
     with pytest.raises(ValueError, match="builtin:shapes-vlm"):
         resolve_builtin("builtin:nope")
 
@@ -123,5 +123,7 @@ def test_builtin_specs_are_refused_where_they_are_the_wrong_kind_of_model():
 
     with pytest.raises(ValueError, match="is an encoder, not a chat model"):
         load_backend("builtin:shapes-clip")
-    with pytest.raises(EncoderError, match="only built-in encoder is builtin:shapes-clip"):
+    with pytest.raises(
+        EncoderError, match=r"is a chat model, not an encoder; built-in encoder models: \['builtin:shapes-clip'\]"
+    ):
         load_encoder("clip:builtin:tiny-idefics3")

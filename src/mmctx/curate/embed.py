@@ -307,9 +307,7 @@ def load_encoder(spec: str, **kwargs) -> Encoder:
             if target.startswith("builtin:"):
                 from mmctx.models import resolve_builtin
 
-                if target != "builtin:shapes-clip":
-                    raise EncoderError("the only built-in encoder is builtin:shapes-clip")
-                target = str(resolve_builtin(target))
+                target = str(resolve_builtin(target, kind="encoder"))
             return CLIPEncoder(target, **kwargs)
         if kind == "open_clip":
             if target.startswith("hf-hub:"):

@@ -24,7 +24,7 @@ from mmctx.models.base import Backend, Capabilities, ModelInfo
 
 BUILTIN_PREFIX = "builtin:"
 BUILTINS = {"tiny-idefics3": "idefics3", "tiny-llava": "llava"}  # built on first use: name -> family
-SHIPPED = ("shapes-vlm", "shapes-clip")  # trained checkpoints inside the package (`mmctx.reference`)
+SHIPPED = {"shapes-vlm": "chat", "shapes-clip": "encoder"}  # trained, inside the package (`mmctx.reference`)
 DEFAULT_MODEL = "builtin:tiny-idefics3"  # becomes builtin:shapes-vlm once a trained one meets its bars
 
 
@@ -32,18 +32,28 @@ def cache_root() -> Path:
     return Path(os.environ.get("MMCTX_CACHE", Path.home() / ".cache" / "mmctx"))
 
 
-def resolve_builtin(spec: str) -> Path:
-    """The local folder of a built-in model, building it the first time it is asked for."""
+def builtin_kind(name: str) -> str | None:
+    """``"chat"`` or ``"encoder"`` for a built-in model's name; None for an unknown one."""
+    return "chat" if name in BUILTINS else SHIPPED.get(name)
+
+
+def resolve_builtin(spec: str, kind: str = "chat") -> Path:
+    """The local folder of a built-in model of ``kind``, building it the first time it is asked for."""
     from mmctx.models.tiny import build_tiny_vlm
 
     name = spec.removeprefix(BUILTIN_PREFIX)
+    found = builtin_kind(name)
+    if found is None:
+        known = [BUILTIN_PREFIX + n for n in (*SHIPPED, *BUILTINS)]
+        raise ValueError(f"unknown built-in model {spec!r}; choose from {known}")
+    if found != kind:
+        noun = {"chat": "a chat model", "encoder": "an encoder"}
+        same = [BUILTIN_PREFIX + n for n in (*SHIPPED, *BUILTINS) if builtin_kind(n) == kind]
+        raise ValueError(f"{spec} is {noun[found]}, not {noun[kind]}; built-in {kind} models: {same}")
     if name in SHIPPED:
         from mmctx.reference.shipped import shipped
 
         return shipped(name)
-    if name not in BUILTINS:
-        known = [BUILTIN_PREFIX + n for n in (*SHIPPED, *BUILTINS)]
-        raise ValueError(f"unknown built-in model {spec!r}; choose from {known}")
     folder = cache_root() / "models" / name
     if not (folder / "config.json").exists():
         # Each process builds in its own folder; the first rename wins (shards and Ray workers
@@ -74,10 +84,6 @@ def load_backend(spec: str, **kwargs) -> Backend:
     from mmctx.models.hf import HFBackend
 
     if spec.startswith(BUILTIN_PREFIX):
-        if spec == BUILTIN_PREFIX + "shapes-clip":
-            raise ValueError(
-                "builtin:shapes-clip is an encoder, not a chat model: use it as --encoder clip:builtin:shapes-clip"
-            )
         path = resolve_builtin(spec)
         backend = HFBackend(str(path), **kwargs)
         backend.info = ModelInfo(spec, backend.info.revision, backend.info.backend, backend.info.settings)
