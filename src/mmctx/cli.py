@@ -254,22 +254,10 @@ def _lam(value: Optional[str]):
     return value if value == "auto" else float(value)
 
 
-SHAPES_ENCODER = "clip:builtin:shapes-clip"  # the shipped reference CLIP: meaningful on shapes-world only
 _ENCODER_HELP = (
     "clip:<hub id or folder>, open_clip:<arch>/<pretrained>, st:<sentence-transformers id or folder>; "
     "required, except for a shapes-world pool, which gets clip:builtin:shapes-clip (mmctx's reference CLIP)."
 )
-
-
-def _encoder_for(encoder: str | None, samples) -> str:
-    """The encoder asked for, else the shipped shapes-world CLIP when every sample is shapes-world."""
-    from mmctx.data.shapes.pool import SOURCE
-
-    if encoder:
-        return encoder
-    if samples and all(s.source == SOURCE for s in samples):
-        return SHAPES_ENCODER
-    _fail("--encoder is required: the default (clip:builtin:shapes-clip) knows only shapes-world pools")
 _LAMBDA_HELP = "λ: 'paper' (the paper's per-task values), 'auto' (n / 2k, mean matching) or a number."
 
 
@@ -294,13 +282,13 @@ def curate(
 ) -> None:
     """Embed → select queries (Graph Cut) → retrieve demos → rationales → benchmark + figures."""
     from mmctx.curate.embed import EncoderError
-    from mmctx.curate.pipeline import CurateOptions, CurationError, curate_samples
+    from mmctx.curate.pipeline import CurateOptions, CurationError, curate_samples, encoder_for
     from mmctx.data.disk import load_pool
 
     try:
         samples, root = load_pool(pool)
         opts = CurateOptions(
-            encoder=_encoder_for(encoder, samples), k=k, lam=_lam(lam), convention=convention, demos=demos,
+            encoder=encoder_for(samples, encoder), k=k, lam=_lam(lam), convention=convention, demos=demos,
             seed=seed, retrieval=retrieval, duplicate_cosine=duplicate_cosine, rationales=rationales,
             projection=projection, figures=figures,
         )  # fmt: skip
@@ -342,13 +330,13 @@ def embed(
 ) -> None:
     """Step 1: joint CLIP embeddings per task and format (cached; re-runs embed only new samples)."""
     from mmctx.curate.embed import EncoderError
-    from mmctx.curate.pipeline import embed_step
+    from mmctx.curate.pipeline import CurationError, embed_step, encoder_for
     from mmctx.data.disk import load_pool
 
     samples, root = load_pool(pool)
     try:
-        embeddings = embed_step(samples, root, work, _encoder_for(encoder, samples))
-    except EncoderError as exc:
+        embeddings = embed_step(samples, root, work, encoder_for(samples, encoder))
+    except (CurationError, EncoderError) as exc:
         _fail(str(exc))
     for name, emb in embeddings.items():
         console.print(f"{name}: {len(emb.ids)} samples, joint dim {emb.joint.shape[1]}")

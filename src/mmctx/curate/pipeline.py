@@ -49,6 +49,20 @@ class CurationError(ValueError):
 KIND = {"mcqa": "mcqa", "caption_foil": "caption_foil", "binary": "caption_foil", "open": "open"}
 
 
+SHAPES_ENCODER = "clip:builtin:shapes-clip"  # mmctx's reference CLIP: it knows shapes-world and nothing else
+
+
+def encoder_for(samples: list[Sample], encoder: str | None = None) -> str:
+    """``encoder`` when given; else the reference CLIP, but only for a pool that is all shapes-world."""
+    from mmctx.data.shapes.pool import SOURCE
+
+    if encoder:
+        return encoder
+    if samples and all(s.source == SOURCE for s in samples):
+        return SHAPES_ENCODER
+    raise CurationError("--encoder is required: the default (clip:builtin:shapes-clip) knows only shapes-world pools")
+
+
 def group_name(task: str, fmt: str) -> str:
     return f"{task}__{KIND.get(fmt, fmt)}"
 
