@@ -54,3 +54,11 @@ def test_training_beats_the_untrained_model_on_held_out_pairs(tmp_path):
     m = train_shapes_clip(tmp_path / "clip", seed=0, steps=600, progress=False)
     assert m["heldout_pairs"] >= 500
     assert m["recall_at_1"] >= m["recall_at_1_untrained"] + 0.04, m
+
+
+def test_recall_chance_counts_repeated_captions_as_hits():
+    from mmctx.reference.clip import recall_chance
+
+    # One group of four: a guess hits "a" with 2/4 for each of its two rows, "b" and "c" with 1/4.
+    assert recall_chance(["a", "a", "b", "c"], candidates=4) == (0.5 + 0.5 + 0.25 + 0.25) / 4
+    assert recall_chance(["a", "b", "c", "d", "e"], candidates=4) == 0.25  # a lone last row is not scored
