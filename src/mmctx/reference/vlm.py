@@ -22,7 +22,8 @@ training conversations come from a shapes-world benchmark built with seed
     metrics = train_shapes_vlm(Path("runs/shapes-vlm"), seed=0)
     backend = load_backend("runs/shapes-vlm")
 
-Status: this recipe does not yet reach the reference model's quality bars, so no shapes-vlm is
+Status (measured with development scripts that are not part of mmctx): this recipe does not yet
+reach the reference model's quality bars, so no shapes-vlm is
 shipped. The vision pre-stage works (a throw-away linear probe named the colour–shape pair of 92% of
 held-out object cells, 94% the shape), but the language model stays on its no-information
 plateau (reply loss ≈ 0.45, letter answers at the majority-letter rate) for as long as a CPU
