@@ -7,33 +7,46 @@ import math
 
 import pytest
 
-from mmctx.reference.vlm import Architecture, Mixture, cell_targets, scene_labels
+from mmctx.reference.vlm import Architecture, Mixture, feature_names, scene_features
 
 SMALL = Architecture(vision_hidden=32, vision_layers=1, hidden=64, layers=2, intermediate=128)
 
 
-def test_cell_targets_label_the_centre_cell_and_the_arrow_ends():
-    small_red_circle = {"id": 0, "shape": "circle", "colour": "red", "size": "small", "x": 10, "y": 10, "r": 8}
-    large_blue_star = {"id": 1, "shape": "star", "colour": "blue", "size": "large", "x": 80, "y": 80, "r": 13}
+def _feature(t, name: str) -> float:
+    return float(t[feature_names().index(name)])
+
+
+def test_scene_features_bind_colour_and_size_to_shape_in_the_centre_cell():
+    small_red_circle = {"id": 0, "shape": "circle", "colour": "red", "size": "small", "x": 10, "y": 70, "r": 8}
+    large_blue_star = {"id": 1, "shape": "star", "colour": "blue", "size": "large", "x": 84, "y": 12, "r": 13}
+    red_star = {"id": 2, "shape": "star", "colour": "red", "size": "small", "x": 90, "y": 20, "r": 8}
     meta = {
         "frame_size": 96,
         "separator": 2,
-        "frames": [{"objects": [small_red_circle, large_blue_star], "arrows": [[0, 1]]}],
+        "frames": [{"objects": [small_red_circle, large_blue_star, red_star], "arrows": [[0, 1]]}],
     }
-    t = cell_targets(meta, grid=4, image_size=96)
-    labels = scene_labels()
-    assert t[0, labels.index("red circle")] == 1 and t[0, labels.index("small circle")] == 1
-    assert t[15, labels.index("blue star")] == 1 and t[15, labels.index("large star")] == 1
-    assert t[0, labels.index("arrow tail")] == 1 and t[10, labels.index("arrow head")] == 1
-    assert t.sum() == 6
+    t = scene_features(meta, grid=4)
+    circle, stars = t[2 * 4 + 0], t[0 * 4 + 3]  # row 2 column 0; both stars in row 0 column 3
+    assert _feature(circle, "red circle") == 1 and _feature(circle, "small circle") == 1
+    assert _feature(circle, "blue circle") == 0 and _feature(circle, "circle arrow tail") == 1
+    assert _feature(stars, "blue star") == 1 and _feature(stars, "red star") == 1 and _feature(stars, "red circle") == 0
+    assert _feature(stars, "large star") == 1 and _feature(stars, "small star") == 1
+    assert _feature(stars, "star arrow head") == 1 and _feature(stars, "star arrow tail") == 0
+    assert abs(_feature(circle, "circle x") - (2 * 10 / 96 - 1)) < 1e-6 and _feature(circle, "circle y") > 0
+    assert abs(_feature(stars, "star x") - (2 * 84 / 96 - 1 + 2 * 90 / 96 - 1)) < 1e-6  # positions add up
+    assert all(_feature(cell, "image") == 1 for cell in t)
+    assert float(t.sum() - t[:, feature_names().index("image")].sum()) == pytest.approx(
+        6 + 2 + sum(float(t[:, feature_names().index(f"{s} {a}")].sum()) for s in ("circle", "star") for a in "xy")
+    )  # nothing but the three objects' pairs, the arrow's two ends and their positions
 
 
 def test_multi_frame_strips_are_squashed_like_the_processor_does():
     obj = {"id": 0, "shape": "square", "colour": "green", "size": "small", "x": 48, "y": 48, "r": 8}
     meta = {"frame_size": 96, "separator": 2, "frames": [{"objects": [obj]} for _ in range(4)]}
-    t = cell_targets(meta, grid=4, image_size=96)
+    t = scene_features(meta, grid=4)
     # Four frames side by side in a 390 px strip squashed to 96 px: one frame per cell column.
-    assert [int(t[4 * 2 + col].sum()) for col in range(4)] == [2, 2, 2, 2]
+    assert [_feature(t[4 * 2 + col], "green square") for col in range(4)] == [1, 1, 1, 1]
+    assert abs(_feature(t[4 * 2 + 0], "square x") - (2 * 48 / 390 - 1)) < 1e-6
 
 
 @pytest.fixture(scope="module")
@@ -68,9 +81,38 @@ def test_training_conversations_are_what_the_hf_backend_sees(small_vlm, shots, s
     first_reply = conv.final.index(True)
     assert list(conv.ids[:first_reply]) == prompt  # the evaluation prompt, token for token
     reply = processor.tokenizer.decode([t for t, f in zip(conv.ids, conv.final) if f])
-    expected = reply_text(query, shown_options(query, get_preset("fewmmbench"), 7), style)
-    assert reply == f" {expected}<end_of_utterance>"
-    assert sum(conv.reply) > sum(conv.final) if shots else sum(conv.reply) == sum(conv.final)
+    shown = shown_options(query, get_preset("fewmmbench"), 7)
+    assert reply == f" {reply_text(query, shown, style)}<end_of_utterance>"
+    assert reply.removesuffix("<end_of_utterance>").endswith(shown.texts[shown.gold])  # text, never a letter
+    assert len(conv.images) == shots + 1
+
+
+def test_cached_image_tokens_give_the_loss_the_model_computes_from_pixels(small_vlm):
+    import torch
+
+    from mmctx.reference.vlm import Renderer, cached_image_tokens, collate, load_for_training, reply_loss
+
+    bench, path = small_vlm
+    model, processor, adapter = load_for_training(path)
+    model.eval()
+    renderer = Renderer(processor, adapter, bench.root)
+    queries = list(bench.queries)[:3]
+    batch = [renderer.render(q, bench.demos_for(q, "random", i), "text", seed=i) for i, q in enumerate(queries)]
+    paths = sorted({p for c in batch for p in c.images})
+    images = cached_image_tokens(model, paths, renderer)
+    ids, mask, weights, tokens = collate(batch, images, processor.tokenizer.pad_token_id)
+    with torch.no_grad():
+        cached = reply_loss(model, ids, mask, weights, tokens, renderer.image_id)
+
+    pixels = torch.zeros((len(batch), max(len(c.images) for c in batch), *renderer.pixel_values(paths[0]).shape))
+    for row, c in enumerate(batch):
+        for j, p in enumerate(c.images):
+            pixels[row, j] = renderer.pixel_values(p)
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=mask, pixel_values=pixels).logits
+    losses = torch.nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), ids[:, 1:], reduction="none")
+    direct = (losses * weights[:, 1:]).sum() / weights[:, 1:].sum()
+    assert abs(float(cached) - float(direct)) < 1e-4
 
 
 def test_a_few_steps_lower_the_loss_and_save_a_loadable_checkpoint(tmp_path):

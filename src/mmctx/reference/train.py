@@ -129,13 +129,16 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
         f"{m['train_queries']} queries with their random and similar demonstrations, {m['train_samples']} scenes in all. "
         "Evaluation benchmarks use seeds 0, 1, …: no evaluation scene is trained on.",
         f"- Stage 1, {m['vision_steps']} steps of {m['vision_batch']} images: the vision tower and connector learn "
-        "per-token scene labels (which colour/size/shape has its centre in each image token's cell, where arrows "
-        "start and end) through a linear probe that is discarded afterwards.",
-        f"- Stage 2, {m['steps']} steps of about {m['tokens_per_batch']} tokens: conversations rendered exactly as "
-        "`mmctx run` renders them (preset `fewmmbench`, the processor's chat template), zero-shot and with 1–8 "
-        "random or similar demonstrations, answers as a letter, as the option's text (what `ppl` scores), or as a "
-        "scene-graph rationale ending in `Answer: <letter>`; the loss is on every assistant reply (the query's "
-        f"weighted ×{m['final_weight']}), plus {m['aux_weight']} × the stage-1 scene loss.",
+        f"to write each image's {m['scene_features']} scene features (which colour–shape and size–shape pairs it "
+        "holds, where each shape is, which shapes arrows start and end at) into every image token, along fixed "
+        "directions; they are frozen afterwards.",
+        f"- Stage 2, {m['steps']} steps of about {m['tokens_per_batch']} tokens, language model only: conversations "
+        "rendered exactly as `mmctx run` renders them (preset `fewmmbench`, the processor's chat template), "
+        f"{m['mixture']['zero_shot']:.0%} zero-shot, the rest with 1–8 random or similar demonstrations, prompts "
+        "asking for a letter, the option's text or a rationale. The loss is on the query's reply, which is always "
+        "the correct option's **text** (after the scene-graph rationale when CoT is asked for), never a letter: "
+        "the extractor maps it to its option (rule `option_text`). "
+        f"{m['mixture']['focus']:.0%} of the queries come from {', '.join(m['focus_tasks'])}.",
         f"- AdamW, lr {m['lr']}, warm-up then cosine; `torch.manual_seed({m['seed']})` and seeded draws.",
         f"- Measured training time: {m['train_seconds']:.0f} s for both stages ({m['vision_seconds']:.0f} s stage 1); "
         f"{m['total_seconds']:.0f} s with data generation, on {m['machine']}.",
@@ -334,7 +337,7 @@ def train_vlm_reference(
 
     folder = Path(out) / VLM_NAME
     vlm = train_shapes_vlm(folder, seed=seed, progress=progress, **options)
-    for key in ("losses", "aux_losses", "vision_losses"):
+    for key in ("losses", "vision_losses"):
         vlm[key] = _curve(vlm[key])
     vlm.update(machine=machine(), path=VLM_NAME, quick=quick, heldout_queries_per_task=heldout_queries)
 
