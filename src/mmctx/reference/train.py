@@ -129,15 +129,16 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
         f"{m['train_queries']} queries with their random and similar demonstrations, {m['train_samples']} scenes in all. "
         "Evaluation benchmarks use seeds 0, 1, …: no evaluation scene is trained on.",
         f"- Stage 1, {m['vision_steps']} steps of {m['vision_batch']} images: the vision tower and connector learn "
-        f"to write each image's {m['scene_features']} scene features (which colour–shape and size–shape pairs it "
-        "holds, where each shape is, which shapes arrows start and end at) into every image token, along fixed "
+        f"to write each image-token cell's {m['scene_features']} scene features (which colour–shape and "
+        "size–shape pairs have their centre in that cell, their positions, the shapes arrows start and end at) "
+        "into that cell's token, along fixed "
         "directions; they are frozen afterwards.",
         f"- Stage 2, {m['steps']} steps of about {m['tokens_per_batch']} tokens, language model only: conversations "
         "rendered exactly as `mmctx run` renders them (preset `fewmmbench`, the processor's chat template), "
         f"{m['mixture']['zero_shot']:.0%} zero-shot, the rest with 1–8 random or similar demonstrations, prompts "
         "asking for a letter, the option's text or a rationale. The loss is on the query's reply, which is always "
         "the correct option's **text** (after the scene-graph rationale when CoT is asked for), never a letter: "
-        "the extractor maps it to its option (rule `option_text`). "
+        "the extractor maps it to its option (rule `option_text`, or `answer_marker` after a rationale). "
         f"{m['mixture']['focus']:.0%} of the queries come from {', '.join(m['focus_tasks'])}.",
         f"- AdamW, lr {m['lr']}, warm-up then cosine; `torch.manual_seed({m['seed']})` and seeded draws.",
         f"- Measured training time: {m['train_seconds']:.0f} s for both stages ({m['vision_seconds']:.0f} s stage 1); "

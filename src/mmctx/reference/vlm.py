@@ -314,8 +314,8 @@ class Renderer:
 
 
 def feature_names() -> list[str]:
-    """The scene features every image token is taught to carry: which (colour, shape) and
-    (size, shape) pairs are in the image, each shape's summed position, and which shapes arrows
+    """The scene features each image token is taught to carry about its cell: which (colour, shape)
+    and (size, shape) pairs have their centre there, those shapes' positions, which shapes arrows
     start and end at, plus a constant that marks an image token."""
     from mmctx.data.shapes import COLOURS, SHAPES, SIZES
 
@@ -447,7 +447,7 @@ def draw_batch(rng: random.Random, bench: Benchmark, renderer: Renderer, mixture
     shots = 0 if zero else rng.randint(1, MAX_SHOTS)
     strategy = rng.choice(("random", "similar"))
     pool = list(bench.queries) + (list(bench.demos) if zero else [])
-    focus = [s for s in pool if s.task in FOCUS_TASKS]
+    focus = [s for s in pool if s.task in FOCUS_TASKS] or pool
     batch: list[Conversation] = []
     tokens = 0
     while tokens < mixture.tokens_per_batch:
@@ -571,7 +571,9 @@ def train_shapes_vlm(
         vision = [*model.model.vision_model.parameters(), *model.model.connector.parameters()]
         for p in vision:
             p.requires_grad_(False)
+        model.eval()  # the cache must be deterministic (no dropout), as the tower is at evaluation
         images = cached_image_tokens(model, paths, renderer)
+        model.train()
         rng = random.Random(seed)
         params = [p for p in model.parameters() if p.requires_grad]
         optimiser = torch.optim.AdamW(params, lr=lr, weight_decay=0.01, betas=(0.9, 0.98))
