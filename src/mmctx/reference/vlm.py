@@ -340,25 +340,25 @@ def scene_features(meta: dict, grid: int):
     """
     import torch
 
+    from mmctx.data.shapes.world import FRAME, Scene, frame_origin, strip_width
+
     index = {name: i for i, name in enumerate(feature_names())}
-    frames = meta["frames"]
-    frame, sep = meta.get("frame_size", 96), meta.get("separator", 2)
-    width = len(frames) * frame + (len(frames) - 1) * sep
+    scene = Scene.from_dict(meta)
+    width = strip_width(len(scene.frames))
     out = torch.zeros(grid * grid, len(index))
     out[:, index["image"]] = 1
-    for i, f in enumerate(frames):
-        sources = {a for a, _ in f.get("arrows", [])}
-        targets = {b for _, b in f.get("arrows", [])}
-        for o in f["objects"]:
-            x, y = (i * (frame + sep) + o["x"]) / width, o["y"] / frame  # 0..1 in the squashed square
+    for i, frame in enumerate(scene.frames):
+        sources = {a for a, _ in frame.arrows}
+        targets = {b for _, b in frame.arrows}
+        for o in frame.objects:
+            x, y = (frame_origin(i) + o.x) / width, o.y / FRAME  # 0..1 in the squashed square
             cell = min(int(y * grid), grid - 1) * grid + min(int(x * grid), grid - 1)
-            shape = o["shape"]
-            out[cell, index[f"{o['colour']} {shape}"]] += 1
-            out[cell, index[f"{o['size']} {shape}"]] += 1
-            out[cell, index[f"{shape} x"]] += 2 * x - 1
-            out[cell, index[f"{shape} y"]] += 2 * y - 1
-            out[cell, index[f"{shape} arrow tail"]] += o["id"] in sources
-            out[cell, index[f"{shape} arrow head"]] += o["id"] in targets
+            out[cell, index[f"{o.colour} {o.shape}"]] += 1
+            out[cell, index[f"{o.size} {o.shape}"]] += 1
+            out[cell, index[f"{o.shape} x"]] += 2 * x - 1
+            out[cell, index[f"{o.shape} y"]] += 2 * y - 1
+            out[cell, index[f"{o.shape} arrow tail"]] += o.id in sources
+            out[cell, index[f"{o.shape} arrow head"]] += o.id in targets
     return out
 
 

@@ -108,6 +108,11 @@ def frame_origin(index: int) -> int:
     return index * (FRAME + SEPARATOR)
 
 
+def strip_width(frames: int) -> int:
+    """Width of the composite image of ``frames`` frames side by side."""
+    return frames * FRAME + (frames - 1) * SEPARATOR
+
+
 # --- placement -------------------------------------------------------------------------------
 
 
@@ -200,7 +205,7 @@ def draw_arrow(draw: ImageDraw.ImageDraw, src: Obj, dst: Obj, dx: int = 0) -> No
 
 def render(scene: Scene) -> Image.Image:
     n = len(scene.frames)
-    image = Image.new("RGB", (n * FRAME + (n - 1) * SEPARATOR, FRAME), BACKGROUND)
+    image = Image.new("RGB", (strip_width(n), FRAME), BACKGROUND)
     draw = ImageDraw.Draw(image)
     for i, frame in enumerate(scene.frames):
         dx = frame_origin(i)
