@@ -282,17 +282,15 @@ def curate(
 ) -> None:
     """Embed → select queries (Graph Cut) → retrieve demos → rationales → benchmark + figures."""
     from mmctx.curate.embed import EncoderError
-    from mmctx.curate.pipeline import CurateOptions, CurationError, curate_samples, encoder_for
-    from mmctx.data.disk import load_pool
+    from mmctx.curate.pipeline import CurateOptions, CurationError
+    from mmctx.curate.pipeline import curate as run_curate
 
+    opts = CurateOptions(
+        encoder=encoder, k=k, lam=_lam(lam), convention=convention, demos=demos, seed=seed, retrieval=retrieval,
+        duplicate_cosine=duplicate_cosine, rationales=rationales, projection=projection, figures=figures,
+    )  # fmt: skip
     try:
-        samples, root = load_pool(pool)
-        opts = CurateOptions(
-            encoder=encoder_for(samples, encoder), k=k, lam=_lam(lam), convention=convention, demos=demos,
-            seed=seed, retrieval=retrieval, duplicate_cosine=duplicate_cosine, rationales=rationales,
-            projection=projection, figures=figures,
-        )  # fmt: skip
-        outcome = curate_samples(samples, root, out, opts)
+        outcome = run_curate(pool, out, opts)
     except (CurationError, EncoderError, ValueError, FileNotFoundError) as exc:
         _fail(str(exc))
     _print_groups(outcome.groups)
@@ -330,12 +328,12 @@ def embed(
 ) -> None:
     """Step 1: joint CLIP embeddings per task and format (cached; re-runs embed only new samples)."""
     from mmctx.curate.embed import EncoderError
-    from mmctx.curate.pipeline import CurationError, embed_step, encoder_for
+    from mmctx.curate.pipeline import CurationError, embed_step
     from mmctx.data.disk import load_pool
 
     samples, root = load_pool(pool)
     try:
-        embeddings = embed_step(samples, root, work, encoder_for(samples, encoder))
+        embeddings = embed_step(samples, root, work, encoder)
     except (CurationError, EncoderError) as exc:
         _fail(str(exc))
     for name, emb in embeddings.items():

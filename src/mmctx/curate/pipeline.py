@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 from collections import defaultdict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -101,8 +101,9 @@ def _write_json(path: Path, data) -> None:
 # ---- step 1: embed --------------------------------------------------------------------------
 
 
-def embed_step(samples: list[Sample], root: Path, work: Path, encoder_spec: str, progress: bool = True) -> dict[str, Embeddings]:
-    encoder = load_encoder(encoder_spec)
+def embed_step(samples: list[Sample], root: Path, work: Path, encoder_spec: str | None, progress: bool = True) -> dict[str, Embeddings]:
+    """Joint embeddings per group, with ``encoder_spec`` or, when None, `encoder_for` the pool."""
+    encoder = load_encoder(encoder_for(samples, encoder_spec))
     out = {}
     for name, group in groups_of(samples).items():
         emb = embed_samples(group, root, encoder, cache_dir=work / "cache", progress=progress)
@@ -370,7 +371,7 @@ def figures_step(embeddings: dict[str, Embeddings], selections: dict, retrievals
 
 @dataclass(frozen=True)
 class CurateOptions:
-    encoder: str
+    encoder: str | None  # None: `encoder_for` the pool (the reference CLIP for shapes-world)
     k: int = 250
     lam: float | str | None = None  # None: the paper's λ per task; "auto": n / (2k)
     convention: str = "paper"
@@ -404,6 +405,8 @@ def curate(pool: Path, out: Path, opts: CurateOptions, progress: bool = True) ->
 def curate_samples(samples: list[Sample], root: Path, out: Path, opts: CurateOptions, progress: bool = True) -> CurateOutcome:
     from mmctx.data.disk import save_benchmark
 
+    # A missing --encoder is the first thing to say; the encoder used is what the summary records.
+    opts = replace(opts, encoder=encoder_for(samples, opts.encoder))
     check_pool(samples, opts.k, opts.demos)
     work = Path(out) / "curation"
     embeddings = embed_step(samples, root, work, opts.encoder, progress)
