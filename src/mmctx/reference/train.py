@@ -38,10 +38,11 @@ def chance_by_task(bench) -> dict[str, float]:
     return {**{t: sum(v) / len(v) for t, v in out.items()}, "Avg.": sum(everything) / len(everything)}
 
 
-def score_zero_shot(
+def score_settings(
     bench_dir: Path, model: str, run_dir: Path, settings: str = "0-shot", cot_max_new_tokens: int = 64
 ) -> list[dict]:
-    """Per (task, setting, scorer) accuracy with its 95% CI, as `mmctx run` computes it, on the CPU.
+    """Per (task, setting, scorer) accuracy with its 95% CI, as `mmctx run` computes it, on the CPU
+    (zero-shot unless ``settings`` names others).
 
     The CoT generation limit is `mmctx demo`'s (64 tokens).
     """
@@ -356,11 +357,11 @@ def train_vlm_reference(
             bench = build_benchmark(tmp / f"bench-{name}", queries_per_task=per_task, seed=bench_seed)
             chance[name] = chance_by_task(bench)
             scores[name] = {
-                "trained": score_zero_shot(bench.root, str(folder), tmp / f"run-{name}-trained"),
-                "untrained": score_zero_shot(bench.root, str(untrained), tmp / f"run-{name}-untrained"),
+                "trained": score_settings(bench.root, str(folder), tmp / f"run-{name}-trained"),
+                "untrained": score_settings(bench.root, str(untrained), tmp / f"run-{name}-untrained"),
             }
         if grid:
-            grid_cells = score_zero_shot(tmp / "bench-demo", str(folder), tmp / "run-demo-grid", settings="all")
+            grid_cells = score_settings(tmp / "bench-demo", str(folder), tmp / "run-demo-grid", settings="all")
     vlm.update(scores=scores, chance=chance, grid=grid_cells)
     _write(folder, (QUICK_BANNER if quick else "") + vlm_card(vlm, scores, chance, grid_cells), vlm)
     return vlm
