@@ -7,46 +7,73 @@ import math
 
 import pytest
 
-from mmctx.reference.vlm import Architecture, Mixture, feature_names, scene_features
+from mmctx.reference.vlm import Architecture, Mixture, feature_names, label_classes, patch_features, patch_labels
 
-SMALL = Architecture(vision_hidden=32, vision_layers=1, hidden=64, layers=2, intermediate=128)
+SMALL = Architecture(vision_hidden=48, vision_layers=1, hidden=80, layers=2, intermediate=128)
 
 
 def _feature(t, name: str) -> float:
-    return float(t[feature_names().index(name)])
+    return float(t[..., feature_names().index(name)].sum())
 
 
-def test_scene_features_bind_colour_and_size_to_shape_in_the_centre_cell():
-    small_red_circle = {"id": 0, "shape": "circle", "colour": "red", "size": "small", "x": 10, "y": 70, "r": 8}
-    large_blue_star = {"id": 1, "shape": "star", "colour": "blue", "size": "large", "x": 84, "y": 12, "r": 13}
-    red_star = {"id": 2, "shape": "star", "colour": "red", "size": "small", "x": 90, "y": 20, "r": 8}
-    meta = {
-        "frame_size": 96,
-        "separator": 2,
-        "frames": [{"objects": [small_red_circle, large_blue_star, red_star], "arrows": [[0, 1]]}],
-    }
-    t = scene_features(meta, grid=4)
-    circle, stars = t[2 * 4 + 0], t[0 * 4 + 3]  # row 2 column 0; both stars in row 0 column 3
-    assert _feature(circle, "red circle") == 1 and _feature(circle, "small circle") == 1
-    assert _feature(circle, "blue circle") == 0 and _feature(circle, "circle arrow tail") == 1
-    assert _feature(stars, "blue star") == 1 and _feature(stars, "red star") == 1 and _feature(stars, "red circle") == 0
-    assert _feature(stars, "large star") == 1 and _feature(stars, "small star") == 1
-    assert _feature(stars, "star arrow head") == 1 and _feature(stars, "star arrow tail") == 0
-    assert abs(_feature(circle, "circle x") - (2 * 10 / 96 - 1)) < 1e-6 and _feature(circle, "circle y") > 0
-    assert abs(_feature(stars, "star x") - (2 * 84 / 96 - 1 + 2 * 90 / 96 - 1)) < 1e-6  # positions add up
-    assert all(_feature(cell, "image") == 1 for cell in t)
-    assert float(t.sum() - t[:, feature_names().index("image")].sum()) == pytest.approx(
-        6 + 2 + sum(float(t[:, feature_names().index(f"{s} {a}")].sum()) for s in ("circle", "star") for a in "xy")
-    )  # nothing but the three objects' pairs, the arrow's two ends and their positions
+SMALL_RED_CIRCLE = {"id": 0, "shape": "circle", "colour": "red", "size": "small", "x": 12, "y": 68, "r": 8}
+LARGE_BLUE_STAR = {"id": 1, "shape": "star", "colour": "blue", "size": "large", "x": 70, "y": 24, "r": 13}
+ONE_FRAME = {
+    "frame_size": 96,
+    "separator": 2,
+    "frames": [{"objects": [SMALL_RED_CIRCLE, LARGE_BLUE_STAR], "arrows": [[0, 1]]}],
+}
+
+
+def _patch(row: int, col: int) -> int:
+    return row * 12 + col  # 96 px in 8 px patches, row-major as the vision tower sees them
+
+
+def test_patch_features_bind_colour_and_size_to_shape_by_coverage():
+    t = patch_features(ONE_FRAME, 96, 8)
+    assert t.shape == (144, len(feature_names()))
+    inside, outside = t[_patch(8, 1)], t[_patch(0, 0)]  # the circle covers (8..16, 64..72) entirely
+    assert _feature(inside, "red circle") == 1 and _feature(inside, "small circle") == 1
+    assert _feature(inside, "blue circle") == 0 and _feature(inside, "circle arrow tail") == 1
+    share = _feature(inside, "circle count")
+    assert 0.2 < share < 0.5 and abs(_feature(inside, "circle x") - share * (2 * 12 / 96 - 1)) < 1e-6
+    assert _feature(outside, "red circle") == 0 and _feature(outside, "image") == 1
+    # Summed over the patches, each pair is its object's area in patches (the circle is drawn
+    # with its bounding box's pixels included: π (r + ½)² / 64).
+    assert abs(_feature(t, "red circle") - math.pi * 8.5**2 / 64) < 0.15
+    assert _feature(t, "blue star") > 1.5 and _feature(t, "large star") == _feature(t, "blue star")
+    assert _feature(t, "star arrow head") == _feature(t, "blue star") and _feature(t, "star arrow tail") == 0
+    assert _feature(t, "red star") == 0 and _feature(t, "blue circle") == 0 and _feature(t, "small star") == 0
+    # Counts and positions add up over the image: one circle at (12, 68), one star at (70, 24).
+    assert _feature(t, "circle count") == pytest.approx(1) and _feature(t, "star count") == pytest.approx(1)
+    assert _feature(t, "circle x") == pytest.approx(2 * 12 / 96 - 1) and _feature(t, "star y") == pytest.approx(
+        2 * 24 / 96 - 1
+    )
 
 
 def test_multi_frame_strips_are_squashed_like_the_processor_does():
     obj = {"id": 0, "shape": "square", "colour": "green", "size": "small", "x": 48, "y": 48, "r": 8}
     meta = {"frame_size": 96, "separator": 2, "frames": [{"objects": [obj]} for _ in range(4)]}
-    t = scene_features(meta, grid=4)
-    # Four frames side by side in a 390 px strip squashed to 96 px: one frame per cell column.
-    assert [_feature(t[4 * 2 + col], "green square") for col in range(4)] == [1, 1, 1, 1]
-    assert abs(_feature(t[4 * 2 + 0], "square x") - (2 * 48 / 390 - 1)) < 1e-6
+    t = patch_features(meta, 96, 8)
+    covered = {(p // 12, p % 12) for p in range(144) if _feature(t[p], "green square") > 0}
+    # Four frames side by side in a 390 px strip squashed to 96 px: each frame's square lands in
+    # its own patch column (x = (98 i + 48) · 96 / 390), in rows 5 and 6 (y = 48 ± 6.8).
+    assert covered == {(row, col) for row in (5, 6) for col in (1, 4, 7, 10)}
+    assert _feature(t, "square count") == pytest.approx(4)
+    assert _feature(t[[_patch(r, 1) for r in (5, 6)]], "square x") == pytest.approx(2 * 48 / 390 - 1)
+
+
+def test_patch_labels_name_the_pair_shape_and_size_covering_most_of_the_patch():
+    from mmctx.data.shapes import COLOURS, SHAPES, SIZES
+
+    labels = patch_labels(patch_features(ONE_FRAME, 96, 8))
+    pair, shape, size = labels[_patch(8, 1)].tolist()
+    assert pair == 1 + list(COLOURS).index("red") * len(SHAPES) + SHAPES.index("circle")
+    assert shape == 1 + SHAPES.index("circle") and size == 1 + list(SIZES).index("small")
+    assert labels[_patch(0, 0)].tolist() == [0, 0, 0]
+    star = labels[_patch(3, 8)].tolist()  # the star's centre patch (64..72, 24..32)
+    assert star[1] == 1 + SHAPES.index("star") and star[2] == 1 + list(SIZES).index("large")
+    assert [n - 1 for n in label_classes()] == [len(COLOURS) * len(SHAPES), len(SHAPES), len(SIZES)]
 
 
 @pytest.fixture(scope="module")
@@ -87,6 +114,26 @@ def test_training_conversations_are_what_the_hf_backend_sees(small_vlm, shots, s
     assert len(conv.images) == shots + 1
 
 
+def test_the_fitted_connector_reads_out_every_patch_and_adds_up_its_cell(small_vlm):
+    import torch
+
+    from mmctx.reference.vlm import feature_basis, fit_connector, image_tokens, load_for_training, patch_states
+
+    _, path = small_vlm
+    model, _, _ = load_for_training(path)
+    model.eval()
+    torch.manual_seed(0)
+    pixels = torch.rand(6, 3, 96, 96) * 2 - 1
+    states = patch_states(model, pixels)  # 6 images × 144 patches × vision width
+    features = states @ torch.randn(states.shape[-1], len(feature_names()))  # exactly linear: recoverable
+    basis = feature_basis(SMALL.hidden, 0)
+    fit_connector(model, pixels, features, basis)
+    tokens = image_tokens(model, pixels)
+    cells = features.view(6, 4, 3, 4, 3, -1).sum((2, 4)).reshape(6, 16, -1)  # 3 × 3 patches a cell, row-major
+    assert torch.allclose(tokens @ basis, cells, rtol=1e-3, atol=1e-2)
+    assert not torch.allclose(tokens @ basis, features.view(6, 16, 9, -1).sum(2), rtol=1e-3, atol=1e-2)
+
+
 def test_cached_image_tokens_give_the_loss_the_model_computes_from_pixels(small_vlm):
     import torch
 
@@ -125,6 +172,7 @@ def test_a_few_steps_lower_the_loss_and_save_a_loadable_checkpoint(tmp_path):
 
     m = train_shapes_vlm(
         tmp_path / "vlm", seed=0, steps=16, vision_steps=4, vision_batch=16, queries_per_task=2, pool_per_task=10,
+        vision_pool_per_task=1,
         arch=SMALL, mixture=Mixture(tokens_per_batch=600), lr=3e-3, progress=False, work=tmp_path / "bench",
     )  # fmt: skip
     losses = m["losses"]

@@ -129,11 +129,16 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
         f"- Data: a shapes-world benchmark built with seed {m['train_seed']} (= 3000 + seed {m['seed']}): "
         f"{m['train_queries']} queries with their random and similar demonstrations, {m['train_samples']} scenes in all. "
         "Evaluation benchmarks use seeds 0, 1, …: no evaluation scene is trained on.",
-        f"- Stage 1, {m['vision_steps']} steps of {m['vision_batch']} images: the vision tower and connector learn "
-        f"to write each image-token cell's {m['scene_features']} scene features (which colour–shape and "
-        "size–shape pairs have their centre in that cell, their positions, the shapes arrows start and end at) "
-        "into that cell's token, along fixed "
-        "directions; they are frozen afterwards.",
+        f"- Stage 1, {m['vision_steps']} steps of {m['vision_batch']} images ({m['vision_scenes']} scenes: the "
+        f"training benchmark's and {m['vision_pool_per_task']} more per task and format, pool seed {m['vision_seed']}): "
+        "the vision tower learns to classify each 8-px patch (the colour–shape pair, shape and size covering "
+        "most of it; cross-entropy), then a least-squares read-out of its patch states becomes the connector, "
+        f"so each image token carries its cell's {m['scene_features']} scene features (how much of it each "
+        "colour–shape and size–shape pair covers, their positions, the shapes arrows start and end at) along "
+        f"fixed directions. On {m['vision_heldout_scenes']} held-out scenes the tower names the colour–shape pair "
+        f"of {_share(m['patch_accuracy'])} of covered patches ({_share(m['background_accuracy'])} of the others "
+        "as uncovered); read back from the image tokens, the set of colour–shape pairs in an image is exactly "
+        f"right for {_share(m['pair_sets_exact'])} of them. Both are frozen afterwards.",
         f"- Stage 2, {m['steps']} steps of about {m['tokens_per_batch']} tokens, language model only: conversations "
         "rendered exactly as `mmctx run` renders them (preset `fewmmbench`, the processor's chat template), "
         f"{m['mixture']['zero_shot']:.0%} zero-shot, the rest with 1–8 random or similar demonstrations, prompts "
@@ -167,6 +172,10 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
             grid_table(grid),
         ]
     return "\n".join(text) + "\n"
+
+
+def _share(x: float | None) -> str:
+    return "—" if x is None else f"{x:.1%}"
 
 
 def clip_card(m: dict) -> str:
@@ -291,7 +300,14 @@ def _curve(losses: Sequence[float], points: int = 20) -> list[float]:
 
 
 QUICK_CLIP = {"steps": 4, "pool_per_task": 12, "heldout_per_task": 6}
-QUICK_VLM = {"steps": 4, "vision_steps": 4, "vision_batch": 8, "queries_per_task": 2, "pool_per_task": 10}
+QUICK_VLM = {
+    "steps": 4,
+    "vision_steps": 4,
+    "vision_batch": 8,
+    "queries_per_task": 2,
+    "pool_per_task": 10,
+    "vision_pool_per_task": 1,
+}
 
 
 QUICK_BANNER = "**Quick run (`--quick`): a few steps on tiny data; these scores mean nothing.**\n\n"
