@@ -72,7 +72,25 @@ def test_patch_labels_name_the_pair_shape_and_size_covering_most_of_the_patch():
     assert shape == 1 + SHAPES.index("circle") and size == 1 + list(SIZES).index("small")
     assert labels[_patch(0, 0)].tolist() == [0, 0, 0]
     star = labels[_patch(3, 8)].tolist()  # the star's centre patch (64..72, 24..32)
+    assert star[0] == 1 + list(COLOURS).index("blue") * len(SHAPES) + SHAPES.index("star")
     assert star[1] == 1 + SHAPES.index("star") and star[2] == 1 + list(SIZES).index("large")
+
+
+def test_the_size_label_is_that_of_the_labelled_shape():
+    """A patch mostly covered by a large red circle and partly by a small square is a large
+    circle, whatever covers the rest of it."""
+    import torch
+
+    from mmctx.data.shapes import COLOURS, SHAPES, SIZES
+
+    f = torch.zeros(1, len(feature_names()))
+    f[0, feature_names().index("red circle")] = f[0, feature_names().index("large circle")] = 0.4
+    f[0, feature_names().index("blue square")] = 0.3
+    f[0, feature_names().index("green square")] = 0.3  # more small square than large circle in all
+    f[0, feature_names().index("small square")] = 0.6
+    pair, shape, size = patch_labels(f)[0].tolist()
+    assert pair == 1 + list(COLOURS).index("red") * len(SHAPES) + SHAPES.index("circle")
+    assert shape == 1 + SHAPES.index("circle") and size == 1 + list(SIZES).index("large")
     assert [n - 1 for n in label_classes()] == [len(COLOURS) * len(SHAPES), len(SHAPES), len(SIZES)]
 
 
@@ -134,6 +152,26 @@ def test_the_fitted_connector_reads_out_every_patch_and_adds_up_its_cell(small_v
     assert not torch.allclose(tokens @ basis, features.view(6, 16, 9, -1).sum(2), rtol=1e-3, atol=1e-2)
 
 
+def test_vision_pretraining_learns_patch_classes_in_known_dimensions(small_vlm):
+    """A few steps on a handful of real images lower the cross-entropy; the pair classes are read
+    off the first output dimensions, which `patch_accuracy` scores."""
+    import torch
+
+    from mmctx.reference.vlm import Renderer, load_for_training, patch_accuracy, pretrain_vision
+
+    bench, path = small_vlm
+    model, processor, adapter = load_for_training(path)
+    renderer = Renderer(processor, adapter, bench.root)
+    samples = (list(bench.queries) + list(bench.demos))[:8]
+    pixels = torch.stack([renderer.pixel_values(str(bench.root / s.images[0])) for s in samples])
+    features = torch.stack([patch_features(s.meta, 96, 8) for s in samples])
+    torch.manual_seed(0)
+    losses = pretrain_vision(model, pixels, features, steps=40, batch_size=8, lr=5e-3, seed=0)
+    assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.5, losses
+    covered, uncovered = patch_accuracy(model.eval(), pixels, features)
+    assert 0 <= covered <= 1 and uncovered > 0.9  # most patches are empty, and it learns that first
+
+
 def test_cached_image_tokens_give_the_loss_the_model_computes_from_pixels(small_vlm):
     import torch
 
@@ -177,6 +215,9 @@ def test_a_few_steps_lower_the_loss_and_save_a_loadable_checkpoint(tmp_path):
     )  # fmt: skip
     losses = m["losses"]
     assert len(losses) == 16 and all(math.isfinite(x) for x in losses)
+    assert len(m["vision_losses"]) == 4 and all(math.isfinite(x) for x in m["vision_losses"])
+    assert m["vision_heldout_scenes"] == 1 and m["vision_scenes"] == m["train_samples"] + 13 - 1
+    assert all(m[k] is None or 0 <= m[k] <= 1 for k in ("patch_accuracy", "background_accuracy", "pair_sets_exact"))
     assert sum(losses[-4:]) / 4 < sum(losses[:4]) / 4 - 0.5, losses
     assert m["parameters"] > 0 and m["train_seconds"] > 0 and m["train_seed"] == 3000
 
