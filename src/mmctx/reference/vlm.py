@@ -58,7 +58,12 @@ What development scripts (not part of mmctx) measured on the way:
   over the last quarter of the steps (weight 1): covered patches right fell to 37% and 59%,
   and exact pair sets stayed at 0%. Even the classifier's own softmax, read out linearly,
   gets 14% of images' pair sets exactly right (87% of pairs), so the classifier itself must
-  get better too (more steps or width; it was still improving at 1,500 steps).
+  get better too. It can: a tower of width 128 trained 3,000 steps (504 s) names the pair of
+  98.4% of covered held-out patches, and a linear read-out of its *softmax* then gets 94.7%
+  of the held-out benchmark's pair sets exactly right (99.7% of pairs), while a linear
+  read-out of its raw output still gets none. So what is missing is only the step from
+  "classes separable in the output" to "classes linear in it", which a linear connector
+  cannot take itself.
 - The language model learns slowly even from *exact* features. With exact scene features in
   place of the connector's output (the whole-image sum in every token) the same 2-layer model
   reaches, after 4,000 steps, ppl accuracy 0.65 on attribute and 0.65 on object recognition
