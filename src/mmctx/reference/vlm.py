@@ -361,31 +361,26 @@ def feature_names() -> list[str]:
 LABEL_COVER = 0.3  # a patch is labelled with the colour–shape pair covering most of it, if at least this much
 
 
-def object_coverage(meta: dict, image_size: int, patch_size: int):
+def object_coverage(scene, image_size: int, patch_size: int):
     """(patches × objects, the objects with their frame index): the fraction of each patch each
-    object covers, in the square the processor squashes every image to (multi-frame strips
-    included), patches row-major as the vision tower sees them."""
+    object of ``scene`` covers, in the square the processor squashes every image to
+    (multi-frame strips included), patches row-major as the vision tower sees them."""
     import numpy as np
     import torch
     from PIL import Image, ImageDraw
 
-    from mmctx.data.shapes.world import FRAME, Scene, _outline, frame_origin, strip_width
+    from mmctx.data.shapes.world import FRAME, draw_object, frame_origin, strip_width
 
-    scene = Scene.from_dict(meta)
     canvas = Image.new("I", (strip_width(len(scene.frames)), FRAME), 0)
     draw = ImageDraw.Draw(canvas)
     objects = []
     for i, frame in enumerate(scene.frames):
         for o in frame.objects:
             objects.append((i, o))
-            x, y, r, k = o.x + frame_origin(i), o.y, o.r, len(objects)
-            if o.shape == "circle":
-                draw.ellipse((x - r, y - r, x + r, y + r), fill=k)
-            else:
-                draw.polygon(_outline(o.shape, x, y, r), fill=k)
+            draw_object(draw, o, frame_origin(i), fill=len(objects))  # label 0 is the background
     ids = torch.from_numpy(np.array(canvas.resize((image_size, image_size), Image.NEAREST), dtype=np.int64))
     n = image_size // patch_size
-    onehot = torch.nn.functional.one_hot(ids.view(image_size, image_size), len(objects) + 1).float()
+    onehot = torch.nn.functional.one_hot(ids, len(objects) + 1).float()
     coverage = onehot.view(n, patch_size, n, patch_size, -1).mean((1, 3)).reshape(n * n, -1)[:, 1:]
     return coverage, objects
 
@@ -410,8 +405,8 @@ def patch_features(meta: dict, image_size: int, patch_size: int):
     from mmctx.data.shapes.world import FRAME, Scene, frame_origin, strip_width
 
     index = {name: i for i, name in enumerate(feature_names())}
-    coverage, objects = object_coverage(meta, image_size, patch_size)
     scene = Scene.from_dict(meta)
+    coverage, objects = object_coverage(scene, image_size, patch_size)
     width = strip_width(len(scene.frames))
     out = torch.zeros(coverage.shape[0], len(index))
     out[:, index["image"]] = 1
@@ -430,19 +425,19 @@ def patch_features(meta: dict, image_size: int, patch_size: int):
     return out
 
 
+def _conjunction_columns(values) -> list[int]:
+    """Where the (value, shape) features are in `feature_names`, value-major."""
+    from mmctx.data.shapes import SHAPES
+
+    names = feature_names()
+    return [names.index(f"{v} {s}") for v in values for s in SHAPES]
+
+
 def pair_columns() -> list[int]:
     """Where the colour–shape pairs are in `feature_names`."""
-    from mmctx.data.shapes import COLOURS, SHAPES
+    from mmctx.data.shapes import COLOURS
 
-    names = feature_names()
-    return [names.index(f"{c} {s}") for c in COLOURS for s in SHAPES]
-
-
-def _size_shape_columns() -> list[int]:
-    from mmctx.data.shapes import SHAPES, SIZES
-
-    names = feature_names()
-    return [names.index(f"{z} {s}") for z in SIZES for s in SHAPES]
+    return _conjunction_columns(COLOURS)
 
 
 def patch_labels(features):
@@ -456,7 +451,7 @@ def patch_labels(features):
 
     cover, pair = features[..., pair_columns()].max(-1)
     shape = pair % len(SHAPES)
-    sizes = features[..., _size_shape_columns()].unflatten(-1, (len(SIZES), len(SHAPES)))  # … × sizes × shapes
+    sizes = features[..., _conjunction_columns(SIZES)].unflatten(-1, (len(SIZES), len(SHAPES)))  # … × sizes × shapes
     size = sizes.gather(-1, shape[..., None, None].expand(*shape.shape, len(SIZES), 1))[..., 0].argmax(-1)
     covered = cover >= LABEL_COVER
     zero = torch.zeros_like(pair)
@@ -545,18 +540,17 @@ def pretrain_vision(model, pixels, features, steps: int, batch_size: int, lr: fl
     return losses
 
 
-def patch_states(model, pixels, batch_size: int = 256):
-    """The vision tower's output for each patch (images × patches × vision width), no gradient."""
+def _batched(fn, pixels, batch_size: int = 256):
+    """``fn`` over ``pixels`` a batch at a time, concatenated, no gradient."""
     import torch
 
     with torch.no_grad():
-        vision = model.model.vision_model
-        return torch.cat(
-            [
-                vision(pixel_values=pixels[i : i + batch_size]).last_hidden_state
-                for i in range(0, len(pixels), batch_size)
-            ]
-        )
+        return torch.cat([fn(pixels[i : i + batch_size]) for i in range(0, len(pixels), batch_size)])
+
+
+def patch_states(model, pixels):
+    """The vision tower's output for each patch (images × patches × vision width), no gradient."""
+    return _batched(lambda batch: model.model.vision_model(pixel_values=batch).last_hidden_state, pixels)
 
 
 def fit_connector(model, pixels, features, basis, batch_size: int = 256) -> None:
@@ -584,13 +578,10 @@ def fit_connector(model, pixels, features, basis, batch_size: int = 256) -> None
         proj.weight.copy_(per_patch.repeat(1, proj.weight.shape[1] // per_patch.shape[1]))
 
 
-def read_pairs(model, pixels, basis, batch_size: int = 256):
+def read_pairs(model, pixels, basis):
     """Image-level colour–shape pair coverage (images × pairs, in patches) the model's image
     tokens carry, read back through ``basis``: what stage 1 hands to the language model."""
-    import torch
-
-    with torch.no_grad():
-        tokens = torch.cat([image_tokens(model, pixels[i : i + batch_size]) for i in range(0, len(pixels), batch_size)])
+    tokens = _batched(lambda batch: image_tokens(model, batch), pixels)
     return (tokens @ basis).sum(1)[:, pair_columns()]
 
 
@@ -773,6 +764,7 @@ def train_shapes_vlm(
         for p in vision_paths[len(paths) :]:
             renderer.pixels.pop(p)  # only the conversations' images stay cached for stage 2
         held = len(scenes) // 10
+        fit, check = slice(None, len(pixels) - held), slice(len(pixels) - held, None)
         basis = feature_basis(arch.hidden, seed)
 
         started = time.perf_counter()
@@ -780,17 +772,10 @@ def train_shapes_vlm(
         with _progress(progress) as bar:
             task = bar.add_task("shapes VLM: vision tower", total=1)
             vision_losses = pretrain_vision(
-                model,
-                pixels[: len(pixels) - held],
-                features[: len(pixels) - held],
-                vision_steps,
-                vision_batch,
-                vision_lr,
-                seed,
+                model, pixels[fit], features[fit], vision_steps, vision_batch, vision_lr, seed
             )
             model.eval()
-            fit_connector(model, pixels[: len(pixels) - held], features[: len(pixels) - held], basis)
-            check = slice(len(pixels) - held, None)
+            fit_connector(model, pixels[fit], features[fit], basis)
             exact = pair_sets_exact(read_pairs(model, pixels[check], basis), features[check]) if held else None
             covered, uncovered = patch_accuracy(model, pixels[check], features[check]) if held else (None, None)
             bar.advance(task)

@@ -181,8 +181,9 @@ def _outline(shape: str, x: float, y: float, r: float) -> list[tuple[float, floa
     raise ValueError(f"unknown shape {shape!r}")
 
 
-def draw_object(draw: ImageDraw.ImageDraw, obj: Obj, dx: int = 0) -> None:
-    fill = COLOURS[obj.colour]
+def draw_object(draw: ImageDraw.ImageDraw, obj: Obj, dx: int = 0, fill: Any = None) -> None:
+    """``obj`` in its colour, or in ``fill`` (e.g. an object id on a label map)."""
+    fill = COLOURS[obj.colour] if fill is None else fill
     x, y, r = obj.x + dx, obj.y, obj.r
     if obj.shape == "circle":
         draw.ellipse((x - r, y - r, x + r, y + r), fill=fill)
