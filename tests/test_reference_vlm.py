@@ -3,6 +3,7 @@ them, scene labels for the vision pre-stage, and a few training steps that save 
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -135,7 +136,15 @@ def test_training_conversations_are_what_the_hf_backend_sees(small_vlm, shots, s
 def test_the_fitted_connector_reads_out_every_patch_and_adds_up_its_cell(small_vlm):
     import torch
 
-    from mmctx.reference.vlm import feature_basis, fit_connector, image_tokens, load_for_training, patch_states
+    from mmctx.reference.vlm import (
+        feature_basis,
+        fit_connector,
+        image_tokens,
+        load_for_training,
+        patch_states,
+        read_features,
+        token_scale,
+    )
 
     _, path = small_vlm
     model, _, _ = load_for_training(path)
@@ -148,8 +157,20 @@ def test_the_fitted_connector_reads_out_every_patch_and_adds_up_its_cell(small_v
     fit_connector(model, pixels, features, basis)
     tokens = image_tokens(model, pixels)
     cells = features.view(6, 4, 3, 4, 3, -1).sum((2, 4)).reshape(6, 16, -1)  # 3 × 3 patches a cell, row-major
-    assert torch.allclose(tokens @ basis, cells, rtol=1e-3, atol=1e-2)
-    assert not torch.allclose(tokens @ basis, features.view(6, 16, 9, -1).sum(2), rtol=1e-3, atol=1e-2)
+    assert torch.allclose(tokens @ basis, cells * token_scale(), rtol=1e-3, atol=1e-2)
+    assert not torch.allclose(tokens @ basis, features.view(6, 16, 9, -1).sum(2) * token_scale(), rtol=1e-3, atol=1e-2)
+    assert torch.allclose(read_features(model, pixels, basis), features.sum(1), rtol=1e-3, atol=5e-2)
+
+
+def test_tokens_carry_pairs_per_object_and_the_constant_per_image():
+    """Coverage in patches is rescaled for the language model: the pair columns and the
+    constant are written small, so an object (about 4 patches) weighs about as much as an image."""
+    from mmctx.reference.vlm import feature_names, pair_columns, size_columns, token_scale
+
+    scale, names = token_scale(), feature_names()
+    assert scale[names.index("image")] * 144 == pytest.approx(1)
+    assert all(scale[i] == 0.25 for i in pair_columns() + size_columns())
+    assert scale[names.index("circle count")] == 1 and scale[names.index("star x")] == 1
 
 
 def test_vision_pretraining_learns_patch_classes_in_known_dimensions(small_vlm):
@@ -170,6 +191,33 @@ def test_vision_pretraining_learns_patch_classes_in_known_dimensions(small_vlm):
     assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.5, losses
     covered, uncovered = patch_accuracy(model.eval(), pixels, features)
     assert 0 <= covered <= 1 and uncovered > 0.9  # most patches are empty, and it learns that first
+
+
+def test_the_linear_phase_makes_the_features_a_linear_function_of_the_tower_output(small_vlm):
+    """After the classes, ``linear_steps`` more pull the features into a linear read-out of the
+    output: the least-squares read-out's error falls, where more class-only steps do not do it."""
+    import torch
+
+    from mmctx.reference.vlm import Renderer, least_squares_readout, load_for_training, patch_states, pretrain_vision
+
+    bench, path = small_vlm
+    model, processor, adapter = load_for_training(path)
+    renderer = Renderer(processor, adapter, bench.root)
+    samples = (list(bench.queries) + list(bench.demos))[:8]
+    pixels = torch.stack([renderer.pixel_values(str(bench.root / s.images[0])) for s in samples])
+    features = torch.stack([patch_features(s.meta, 96, 8) for s in samples])
+
+    def readout_error(model) -> float:
+        fitted = patch_states(model, pixels) @ least_squares_readout(model, pixels, features)
+        return float(((fitted - features) ** 2).sum(-1).mean())
+
+    torch.manual_seed(0)
+    pretrain_vision(model, pixels, features, steps=40, batch_size=8, lr=5e-3, seed=0)
+    classes_only = copy.deepcopy(model)
+    pretrain_vision(classes_only, pixels, features, steps=40, batch_size=8, lr=5e-3, seed=1)
+    losses = pretrain_vision(model, pixels, features, steps=0, batch_size=8, lr=5e-3, seed=1, linear_steps=40)
+    assert len(losses) == 40 and all(math.isfinite(x) for x in losses)
+    assert readout_error(model) < 0.8 * readout_error(classes_only), (readout_error(model), readout_error(classes_only))
 
 
 def test_cached_image_tokens_give_the_loss_the_model_computes_from_pixels(small_vlm):
@@ -209,13 +257,13 @@ def test_a_few_steps_lower_the_loss_and_save_a_loadable_checkpoint(tmp_path):
     from mmctx.reference.vlm import train_shapes_vlm
 
     m = train_shapes_vlm(
-        tmp_path / "vlm", seed=0, steps=16, vision_steps=4, vision_batch=16, queries_per_task=2, pool_per_task=10,
+        tmp_path / "vlm", seed=0, steps=16, vision_steps=4, linear_steps=2, vision_batch=16, queries_per_task=2, pool_per_task=10,
         vision_pool_per_task=1,
         arch=SMALL, mixture=Mixture(tokens_per_batch=600), lr=3e-3, progress=False, work=tmp_path / "bench",
     )  # fmt: skip
     losses = m["losses"]
     assert len(losses) == 16 and all(math.isfinite(x) for x in losses)
-    assert len(m["vision_losses"]) == 4 and all(math.isfinite(x) for x in m["vision_losses"])
+    assert len(m["vision_losses"]) == 4 + 2 and all(math.isfinite(x) for x in m["vision_losses"])
     assert m["vision_heldout_scenes"] == 1 and m["vision_scenes"] == m["train_samples"] + 13 - 1
     assert all(m[k] is None or 0 <= m[k] <= 1 for k in ("patch_accuracy", "background_accuracy", "pair_sets_exact"))
     assert sum(losses[-4:]) / 4 < sum(losses[:4]) / 4 - 0.5, losses

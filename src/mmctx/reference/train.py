@@ -134,11 +134,13 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
         f"less {m['vision_heldout_scenes']} of those held out): "
         f"the vision tower learns to classify each {m['architecture']['patch_size']}-px patch (the colour–shape "
         "pair, shape and size covering "
-        "most of it; cross-entropy), then a least-squares read-out of its patch states becomes the connector, "
+        f"most of it; cross-entropy), then for {m['linear_steps']} more steps also to make the scene features a "
+        "linear function of its output (a linear head regressing them beside the cross-entropy), and a "
+        "least-squares read-out of its patch states becomes the connector, "
         f"so each image token carries its cell's {m['scene_features']} scene features (how much of it each "
         "colour–shape and size–shape pair covers, how many of each shape and where, the shapes arrows start and "
         "end at) along "
-        f"fixed directions. On {m['vision_heldout_scenes']} held-out scenes the tower names the colour–shape pair "
+        f"fixed directions, scaled so that an object weighs about as much as an image. On {m['vision_heldout_scenes']} held-out scenes the tower names the colour–shape pair "
         f"of {_share(m['patch_accuracy'])} of covered patches ({_share(m['background_accuracy'])} of the others "
         "as uncovered); read back from the image tokens, the set of colour–shape pairs in an image is exactly "
         f"right for {_share(m['pair_sets_exact'])} of them. Both are frozen afterwards.",
@@ -306,6 +308,7 @@ QUICK_CLIP = {"steps": 4, "pool_per_task": 12, "heldout_per_task": 6}
 QUICK_VLM = {
     "steps": 4,
     "vision_steps": 4,
+    "linear_steps": 2,
     "vision_batch": 8,
     "queries_per_task": 2,
     "pool_per_task": 10,
