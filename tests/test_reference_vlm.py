@@ -10,7 +10,9 @@ import pytest
 
 from mmctx.reference.vlm import Architecture, Mixture, feature_names, label_classes, patch_features, patch_labels
 
-SMALL = Architecture(vision_hidden=48, vision_layers=1, hidden=80, layers=2, intermediate=128)
+SMALL = Architecture(
+    scale_factor=3, vision_hidden=48, vision_layers=1, vision_heads=2, hidden=80, layers=2, intermediate=128
+)
 
 
 def _feature(t, name: str) -> float:
@@ -232,7 +234,7 @@ def test_cached_image_tokens_give_the_loss_the_model_computes_from_pixels(small_
     queries = list(bench.queries)[:3]
     batch = [renderer.render(q, bench.demos_for(q, "random", i), "text", seed=i) for i, q in enumerate(queries)]
     paths = sorted({p for c in batch for p in c.images})
-    images = cached_image_tokens(model, paths, renderer)
+    images = cached_image_tokens(model, paths, torch.stack([renderer.pixel_values(p) for p in paths]))
     ids, mask, weights, tokens = collate(batch, images, processor.tokenizer.pad_token_id)
     with torch.no_grad():
         cached = reply_loss(model, ids, mask, weights, tokens, renderer.image_id)

@@ -88,6 +88,7 @@ TRAIN_SEED_BASE = 3000  # training conversations: benchmark seed 3000 + seed (di
 VISION_SEED_BASE = 4000  # extra scenes for the vision stage: pool seed 4000 + seed
 PRESET = "fewmmbench"  # the preset the demo (and `mmctx run`'s default) renders prompts with
 MAX_SHOTS = 8  # the paper grid's largest number of demonstrations
+EXTRA = "extra"  # the training benchmark's subfolder holding the vision pool's scenes
 STYLES: tuple[AnswerStyle, ...] = ("letter", "text", "cot")
 
 
@@ -97,10 +98,10 @@ class Architecture:
 
     image_size: int = 96
     patch_size: int = 8  # 12 × 12 patches an image
-    scale_factor: int = 3  # pixel shuffle: 16 image tokens an image
-    vision_hidden: int = 64
+    scale_factor: int = 12  # pixel shuffle over all 12 × 12: one image token an image
+    vision_hidden: int = 128
     vision_layers: int = 2
-    vision_heads: int = 2
+    vision_heads: int = 4
     hidden: int = 128
     layers: int = 2
     heads: int = 4
@@ -675,18 +676,11 @@ def pair_sets_exact(read, features) -> float:
     return float(((read[..., pairs] > 0.5) == truth).all(-1).float().mean())
 
 
-def cached_image_tokens(model, paths: list[str], renderer: Renderer, batch_size: int = 256) -> dict:
-    """Each image's tokens from the (now frozen) vision tower, computed once: stage 2 trains the
-    language model alone, and re-running the tower on every batch would be most of its cost."""
-    import torch
-
-    out: dict = {}
-    with torch.no_grad():
-        for i in range(0, len(paths), batch_size):
-            chunk = paths[i : i + batch_size]
-            tokens = image_tokens(model, torch.stack([renderer.pixel_values(p) for p in chunk]))
-            out.update(zip(chunk, tokens))
-    return out
+def cached_image_tokens(model, paths: list[str], pixels) -> dict:
+    """Each image's tokens (``paths[i]`` → tokens of ``pixels[i]``) from the (now frozen) vision
+    tower, computed once: stage 2 trains the language model alone, and re-running the tower on
+    every batch would be most of its cost."""
+    return dict(zip(paths, _batched(lambda batch: image_tokens(model, batch), pixels)))
 
 
 # --- training --------------------------------------------------------------------------------
@@ -706,13 +700,16 @@ class Mixture:
     tokens_per_batch: int = 2048  # few-shot batches hold fewer, longer sequences
 
 
-def draw_batch(rng: random.Random, bench: Benchmark, renderer: Renderer, mixture: Mixture) -> list[Conversation]:
-    """A batch of conversations of one shape (same shots and style), so little is padding."""
+def draw_batch(
+    rng: random.Random, bench: Benchmark, renderer: Renderer, mixture: Mixture, extra: Sequence[Sample] = ()
+) -> list[Conversation]:
+    """A batch of conversations of one shape (same shots and style), so little is padding.
+    Zero-shot batches draw from the benchmark's queries and demos and ``extra`` samples alike."""
     zero = rng.random() < mixture.zero_shot
     style: AnswerStyle = rng.choices(STYLES, weights=mixture.styles)[0]
     shots = 0 if zero else rng.randint(1, MAX_SHOTS)
     strategy = rng.choice(("random", "similar"))
-    pool = list(bench.queries) + (list(bench.demos) if zero else [])
+    pool = list(bench.queries) + (list(bench.demos) + list(extra) if zero else [])
     focus = [s for s in pool if s.task in FOCUS_TASKS] or pool
     batch: list[Conversation] = []
     tokens = 0
@@ -781,15 +778,15 @@ def _schedule(optimiser, steps: int):
 def train_shapes_vlm(
     out: Path,
     seed: int = 0,
-    steps: int = 5000,
-    vision_steps: int = 1500,
-    linear_steps: int = 0,
+    steps: int = 10000,
+    vision_steps: int = 2500,
+    linear_steps: int = 1500,
     lr: float = 3e-3,
     vision_lr: float = 5e-3,
     vision_batch: int = 64,
     queries_per_task: int = 300,
     pool_per_task: int = 400,
-    vision_pool_per_task: int = 600,
+    vision_pool_per_task: int = 1000,
     arch: Architecture = Architecture(),
     mixture: Mixture = Mixture(),
     progress: bool = True,
@@ -822,19 +819,21 @@ def train_shapes_vlm(
         root = Path(work) if work is not None else Path(tmp) / "train"
         bench = training_benchmark(root, seed, queries_per_task, pool_per_task)
         samples = list(bench.queries) + list(bench.demos)
-        scenes = generate_pool(Path(tmp) / "vision", vision_pool_per_task, VISION_SEED_BASE + seed)
+        # Inside the benchmark's folder, so one renderer resolves every image.
+        scenes = [
+            s.model_copy(update={"images": [f"{EXTRA}/{p}" for p in s.images]})
+            for s in generate_pool(bench.root / EXTRA, vision_pool_per_task, VISION_SEED_BASE + seed)
+        ]
         random.Random(seed).shuffle(scenes)  # the pool comes task by task; its last tenth checks stage 1
         tokenizer = build_shapes_tokenizer(prompt_corpus(bench), arch.vocab_size)
         build_shapes_vlm(out, tokenizer, arch, seed)
         model, processor, adapter = load_for_training(out)
         renderer = Renderer(processor, adapter, bench.root)
-        paths = [str((bench.root / s.images[0]).resolve()) for s in samples]
-        vision_paths = paths + [str((Path(tmp) / "vision" / s.images[0]).resolve()) for s in scenes]
-        metas = [s.meta for s in samples] + [s.meta for s in scenes]
-        features = torch.stack([patch_features(m, arch.image_size, arch.patch_size) for m in metas])
-        pixels = torch.stack([renderer.pixel_values(p) for p in vision_paths])
-        for p in vision_paths[len(paths) :]:
-            renderer.pixels.pop(p)  # only the conversations' images stay cached for stage 2
+        every = samples + scenes
+        paths = [str((bench.root / s.images[0]).resolve()) for s in every]
+        features = torch.stack([patch_features(s.meta, arch.image_size, arch.patch_size) for s in every])
+        pixels = torch.stack([renderer.pixel_values(p) for p in paths])
+        renderer.pixels.clear()
         held = len(scenes) // 10
         fit, check = slice(None, len(pixels) - held), slice(len(pixels) - held, None)
         basis = feature_basis(arch.hidden, seed)
@@ -846,10 +845,11 @@ def train_shapes_vlm(
             vision_losses = pretrain_vision(
                 model, pixels[fit], features[fit], vision_steps, vision_batch, vision_lr, seed, linear_steps
             )
-            model.eval()
+            model.eval()  # from here the tower is as at evaluation (no dropout): its tokens are cached
             fit_connector(model, pixels[fit], features[fit], basis)
             exact = pair_sets_exact(read_features(model, pixels[check], basis), features[check]) if held else None
             covered, uncovered = patch_accuracy(model, pixels[check], features[check]) if held else (None, None)
+            images = cached_image_tokens(model, paths, pixels)
             bar.advance(task)
         vision_seconds = time.perf_counter() - started
         del pixels, features
@@ -857,9 +857,6 @@ def train_shapes_vlm(
         vision = [*model.model.vision_model.parameters(), *model.model.connector.parameters()]
         for p in vision:
             p.requires_grad_(False)
-        model.eval()  # the cache must be deterministic (no dropout), as the tower is at evaluation
-        images = cached_image_tokens(model, paths, renderer)
-        renderer.pixels.clear()
         model.train()
         rng = random.Random(seed)
         params = [p for p in model.parameters() if p.requires_grad]
@@ -869,7 +866,7 @@ def train_shapes_vlm(
         with _progress(progress) as bar:
             task = bar.add_task("shapes VLM: conversations", total=steps)
             for _ in range(steps):
-                batch = draw_batch(rng, bench, renderer, mixture)
+                batch = draw_batch(rng, bench, renderer, mixture, scenes)
                 ids, mask, weights, tokens = collate(batch, images, tokenizer.pad_token_id)
                 loss = reply_loss(model, ids, mask, weights, tokens, renderer.image_id)
                 optimiser.zero_grad()
@@ -899,7 +896,8 @@ def train_shapes_vlm(
         "scene_features": len(feature_names()),
         "vision_pool_per_task": vision_pool_per_task,
         "vision_seed": VISION_SEED_BASE + seed,
-        "vision_scenes": len(vision_paths) - held,
+        "vision_scenes": len(paths) - held,
+        "zero_shot_extra": len(scenes),
         "vision_heldout_scenes": held,
         "pair_sets_exact": exact,
         "patch_accuracy": covered,
