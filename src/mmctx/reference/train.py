@@ -39,12 +39,12 @@ def chance_by_task(bench) -> dict[str, float]:
 
 
 def score_settings(
-    bench_dir: Path, model: str, run_dir: Path, settings: str = "0-shot", cot_max_new_tokens: int = 64
+    bench_dir: Path, model: str, run_dir: Path, settings: str = "0-shot", cot_max_new_tokens: int = 128
 ) -> list[dict]:
     """Per (task, setting, scorer) accuracy with its 95% CI, as `mmctx run` computes it, on the CPU
     (zero-shot unless ``settings`` names others).
 
-    The CoT generation limit is `mmctx demo`'s (64 tokens).
+    The CoT generation limit is `mmctx demo`'s (128 tokens).
     """
     from mmctx.run.evaluate import evaluate
     from mmctx.run.plan import GenerationLimits
@@ -354,17 +354,27 @@ def train_vlm_reference(
     out: Path, seed: int, progress: bool, quick: bool, grid: bool, heldout_queries: int, options: dict
 ) -> dict:
     """shapes-vlm into ``out/shapes-vlm``: trained, scored against its untrained twin, carded."""
-    from transformers import AutoProcessor
-
-    from mmctx.data.shapes import build_benchmark
-    from mmctx.reference.vlm import Architecture, build_shapes_vlm, train_shapes_vlm
+    from mmctx.reference.vlm import train_shapes_vlm
 
     folder = Path(out) / VLM_NAME
     vlm = train_shapes_vlm(folder, seed=seed, progress=progress, **options)
     for key in ("losses", "vision_losses"):
         vlm[key] = _curve(vlm[key])
     vlm.update(machine=machine(), path=VLM_NAME, quick=quick, heldout_queries_per_task=heldout_queries)
+    return score_vlm_reference(folder, vlm, grid)
 
+
+def score_vlm_reference(folder: Path, vlm: dict, grid: bool) -> dict:
+    """Score the trained shapes-vlm in ``folder`` against its untrained twin (same architecture,
+    tokenizer and seed) on the demo and held-out benchmarks, and write its card and metrics.
+    ``vlm`` is what training measured (as in its ``metrics.json``). Scoring is deterministic, so
+    a checkpoint can be re-scored (after a change of scorer or limits) without retraining."""
+    from transformers import AutoProcessor
+
+    from mmctx.data.shapes import build_benchmark
+    from mmctx.reference.vlm import Architecture, build_shapes_vlm
+
+    folder, seed, quick = Path(folder), vlm["seed"], vlm["quick"]
     arch = Architecture(**{k: v for k, v in vlm["architecture"].items() if k != "image_tokens"})
     scores: dict = {}
     chance: dict = {}
@@ -374,7 +384,7 @@ def train_vlm_reference(
         untrained = build_shapes_vlm(tmp / "untrained", AutoProcessor.from_pretrained(folder).tokenizer, arch, seed)
         for name, bench_seed, per_task in (
             ("demo", DEMO_BENCH_SEED, DEMO_QUERIES_PER_TASK),
-            ("heldout", HELDOUT_BENCH_SEED, heldout_queries),
+            ("heldout", HELDOUT_BENCH_SEED, vlm["heldout_queries_per_task"]),
         ):
             bench = build_benchmark(tmp / f"bench-{name}", queries_per_task=per_task, seed=bench_seed)
             chance[name] = chance_by_task(bench)
