@@ -1,5 +1,6 @@
-"""The reference CLIP shipped inside the package: loaded by the built-in spec, it retrieves real
-captions of held-out images, and it is what `mmctx curate` uses when no encoder is given."""
+"""The reference models shipped inside the package. The CLIP, loaded by the built-in spec,
+retrieves real captions of held-out images and is what `mmctx curate` uses when no encoder is
+given; the VLM, the default model, answers unseen shapes-world questions from the image."""
 
 from __future__ import annotations
 
@@ -85,3 +86,48 @@ def test_curate_without_an_encoder_uses_the_shipped_clip_and_retrieves_alike_sce
             similar += [scene_similarity(by_id[qid], by_id[d]) for d in q["similar"]]
             random += [scene_similarity(by_id[qid], by_id[d]) for d in q["random"]]
     assert np.mean(similar) > np.mean(random) + 0.02, (np.mean(similar), np.mean(random))
+
+
+def test_the_shipped_vlm_card_claims_scores_above_its_untrained_twin():
+    vlm = shipped("shapes-vlm")
+    card = (vlm / "README.md").read_text()
+    metrics = json.loads((vlm / "metrics.json").read_text())
+    assert metrics["quick"] is False and not card.startswith("**Quick run")
+    assert metrics["train_seed"] == 3000 and "Measured training time" in card and "Full settings grid" in card
+    held = metrics["scores"]["heldout"]
+
+    def average(which: str, scorer: str) -> dict:
+        return next(c for c in held[which] if c["task"] == "Avg." and c["scorer"] == scorer)
+
+    chance = metrics["chance"]["heldout"]["Avg."]
+    assert average("trained", "generate")["ci_low"] > chance > average("untrained", "generate")["ci_high"]
+    # Perplexity ranking: measured 0.50 [0.44, 0.55] trained, 0.44 [0.38, 0.50] untrained.
+    assert average("trained", "ppl")["ci_low"] > chance
+    assert average("trained", "ppl")["accuracy"] > average("untrained", "ppl")["accuracy"]
+
+
+def test_the_shipped_vlm_answers_unseen_shapes_world_questions_from_the_image(tmp_path):
+    """`mmctx run` with the default model, zero-shot, on a benchmark no training used (seed 5):
+    object recognition at the issue's 0.80 bar, attribute and object together well above chance
+    (measured here: object 1.00 of 24, attribute 0.50 of 24, chance 0.38)."""
+    bench, run = tmp_path / "bench", tmp_path / "run"
+    runner = CliRunner()
+    made = ["shapes", "--out", str(bench), "--benchmark", "--queries-per-task", "12", "--seed", "5"]
+    assert runner.invoke(app, made).exit_code == 0
+    tasks = "object_recognition,attribute_recognition"
+    args = ["run", str(bench), "--out", str(run), "--settings", "0-shot", "--scorers", "generate", "--tasks", tasks]
+    args += ["--device", "cpu", "--dtype", "float32"]  # as measured: greedy answers may differ in bf16
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["model"]["name"] == "builtin:shapes-vlm"
+    options = {r["id"]: len(r["options"]) for r in map(json.loads, (run / "requests.jsonl").read_text().splitlines())}
+    rows = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 48 and all(r["error"] is None for r in rows)
+
+    def accuracy(rows: list[dict]) -> float:
+        return sum(r["outcome"] == "correct" for r in rows) / len(rows)
+
+    assert accuracy([r for r in rows if r["task"] == "object_recognition"]) >= 0.8
+    chance = sum(1 / options[r["request_id"]] for r in rows) / len(rows)
+    assert accuracy(rows) >= chance + 0.2, (accuracy(rows), chance)

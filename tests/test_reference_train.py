@@ -53,6 +53,23 @@ def test_the_vlm_card_holds_trained_and_untrained_scores_with_intervals(quick_re
     assert metrics["quick"] is True and card.startswith("**Quick run")  # never mistaken for real scores
 
 
+def test_a_trained_vlm_can_be_rescored_without_retraining(quick_reference, tmp_path):
+    """`score_vlm_reference` from the checkpoint and its metrics gives the same scores (scoring is
+    deterministic) and rewrites the card."""
+    import shutil
+
+    from mmctx.reference.train import score_vlm_reference
+
+    out, _ = quick_reference
+    folder = shutil.copytree(out / "shapes-vlm", tmp_path / "shapes-vlm")
+    before = json.loads((folder / "metrics.json").read_text())
+    (folder / "README.md").unlink()
+    after = score_vlm_reference(folder, {k: v for k, v in before.items() if k not in ("scores", "grid")}, grid=False)
+    assert after["scores"] == before["scores"] and after["chance"] == before["chance"]
+    assert json.loads((folder / "metrics.json").read_text())["scores"] == before["scores"]
+    assert (folder / "README.md").read_text().startswith("**Quick run")
+
+
 def test_the_clip_card_compares_similar_and_random_demos(quick_reference):
     out, _ = quick_reference
     metrics = json.loads((out / "shapes-clip" / "metrics.json").read_text())
@@ -94,14 +111,17 @@ def test_train_reference_refuses_quick_models_over_the_shipped_ones_and_unknown_
     assert result.exit_code != 0 and not any(tmp_path.iterdir())
 
 
-def test_asking_for_the_unshipped_vlm_names_the_command_that_trains_one(tmp_path):
+def test_a_missing_shipped_vlm_names_the_command_that_trains_one(tmp_path, monkeypatch):
+    import importlib
+
     from mmctx.data.shapes import build_benchmark
 
+    monkeypatch.setattr(importlib.import_module("mmctx.reference.shipped"), "REFERENCE_MODELS", tmp_path / "none")
     build_benchmark(tmp_path / "bench", queries_per_task=1, seed=0)
-    args = ["run", str(tmp_path / "bench"), "--model", "builtin:shapes-vlm", "--out", str(tmp_path / "run")]
+    args = ["run", str(tmp_path / "bench"), "--out", str(tmp_path / "run")]  # the default model is shapes-vlm
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 2, result.output
-    assert "not shipped yet" in result.output and "mmctx train-reference --only vlm" in result.output
+    assert "is missing" in result.output and "mmctx train-reference --only vlm" in result.output
 
 
 def test_curate_needs_an_encoder_for_pools_that_are_not_shapes_world(tmp_path):

@@ -159,20 +159,27 @@ def test_the_fitted_connector_reads_out_every_patch_and_adds_up_its_cell(small_v
     fit_connector(model, pixels, features, basis)
     tokens = image_tokens(model, pixels)
     cells = features.view(6, 4, 3, 4, 3, -1).sum((2, 4)).reshape(6, 16, -1)  # 3 × 3 patches a cell, row-major
-    assert torch.allclose(tokens @ basis, cells * token_scale(), rtol=1e-3, atol=1e-2)
-    assert not torch.allclose(tokens @ basis, features.view(6, 16, 9, -1).sum(2) * token_scale(), rtol=1e-3, atol=1e-2)
+    assert torch.allclose(tokens @ basis, cells * token_scale(144), rtol=1e-3, atol=1e-2)
+    assert not torch.allclose(
+        tokens @ basis, features.view(6, 16, 9, -1).sum(2) * token_scale(144), rtol=1e-3, atol=1e-2
+    )
     assert torch.allclose(read_features(model, pixels, basis), features.sum(1), rtol=1e-3, atol=5e-2)
 
 
-def test_tokens_carry_pairs_per_object_and_the_constant_per_image():
-    """Coverage in patches is rescaled for the language model: the pair columns and the
-    constant are written small, so an object (about 4 patches) weighs about as much as an image."""
+def test_written_tokens_weigh_an_object_about_as_much_as_the_image(small_vlm):
+    """Coverage in patches is rescaled for the language model: over real scenes, the pairs an
+    image's token carries add up to about its number of objects, and the constant to one."""
     from mmctx.reference.vlm import feature_names, pair_columns, size_columns, token_scale
 
-    scale, names = token_scale(), feature_names()
-    assert scale[names.index("image")] * 144 == pytest.approx(1)
-    assert all(scale[i] == 0.25 for i in pair_columns() + size_columns())
-    assert scale[names.index("circle count")] == 1 and scale[names.index("star x")] == 1
+    bench, _ = small_vlm
+    samples = list(bench.queries) + list(bench.demos)
+    scale = token_scale(144)
+    written = [patch_features(s.meta, 96, 8).sum(0) * scale for s in samples]  # what one image token carries
+    objects = [sum(len(f["objects"]) for f in s.meta["frames"]) for s in samples]
+    per_object = sum(float(w[pair_columns()].sum()) for w in written) / sum(objects)
+    assert 0.6 < per_object < 1.6, per_object
+    assert all(float(w[size_columns()].sum()) == pytest.approx(float(w[pair_columns()].sum())) for w in written)
+    assert all(float(w[feature_names().index("image")]) == pytest.approx(1) for w in written)
 
 
 def test_vision_pretraining_learns_patch_classes_in_known_dimensions(small_vlm):
@@ -219,6 +226,7 @@ def test_the_linear_phase_makes_the_features_a_linear_function_of_the_tower_outp
     pretrain_vision(classes_only, pixels, features, steps=40, batch_size=8, lr=5e-3, seed=1)
     losses = pretrain_vision(model, pixels, features, steps=0, batch_size=8, lr=5e-3, seed=1, linear_steps=40)
     assert len(losses) == 40 and all(math.isfinite(x) for x in losses)
+    # Measured: 0.039 against 0.056 (ratio 0.70).
     assert readout_error(model) < 0.8 * readout_error(classes_only), (readout_error(model), readout_error(classes_only))
 
 
@@ -267,6 +275,7 @@ def test_a_few_steps_lower_the_loss_and_save_a_loadable_checkpoint(tmp_path):
     assert len(losses) == 16 and all(math.isfinite(x) for x in losses)
     assert len(m["vision_losses"]) == 4 + 2 and all(math.isfinite(x) for x in m["vision_losses"])
     assert m["vision_heldout_scenes"] == 1 and m["vision_scenes"] == m["train_samples"] + 13 - 1
+    assert m["zero_shot_extra"] == 13 and m["linear_steps"] == 2
     assert all(m[k] is None or 0 <= m[k] <= 1 for k in ("patch_accuracy", "background_accuracy", "pair_sets_exact"))
     assert sum(losses[-4:]) / 4 < sum(losses[:4]) / 4 - 0.5, losses
     assert m["parameters"] > 0 and m["train_seconds"] > 0 and m["train_seed"] == 3000

@@ -81,7 +81,7 @@ def import_fewmmbench(
 @app.command()
 def run(
     benchmark: Path = typer.Argument(..., help="Benchmark folder."),
-    model: str = typer.Option(DEFAULT_MODEL, help="HF model id, local folder, or builtin:tiny-idefics3|tiny-llava."),
+    model: str = typer.Option(DEFAULT_MODEL, help="HF model id, local folder, or builtin:shapes-vlm|tiny-idefics3|tiny-llava."),
     out: Path = typer.Option(..., help="Run folder (created, or resumed if it holds the same run)."),
     settings: str = typer.Option("all", help="Comma list: 0-shot,4-random,4-similar,4-similar-cot,8-random,8-similar,8-similar-cot."),
     scorers: str = typer.Option("all", help="Comma list: generate,ppl."),
@@ -513,8 +513,8 @@ def models_cmd() -> None:
             a.family, matches, a.auto_class, "yes" if a.needs_remote_code else "no", str(a.max_images or "—"),
             ", ".join(a.dtypes), ", ".join(a.quantization) or "—", a.notes,
         )  # fmt: skip
-    table.add_row("builtin", "builtin:shapes-vlm", "(not shipped yet)", "no", "—", "auto", "—",
-                  "reference Idefics3 for shapes-world; build with mmctx train-reference")  # fmt: skip
+    table.add_row("builtin", "builtin:shapes-vlm", "(shipped)", "no", "—", "auto", "—",
+                  "reference Idefics3 trained on shapes-world (the default); rebuild with mmctx train-reference")  # fmt: skip
     table.add_row("builtin", "builtin:tiny-idefics3, builtin:tiny-llava", "(built offline)", "no", "—", "auto", "—",
                   "untrained, chance level")  # fmt: skip
     Console(width=max(200, console.width)).print(table)
@@ -560,7 +560,9 @@ def demo(
     out: Path = typer.Option(Path("runs/demo"), help="Folder for the benchmark, run and report."),
     model: str = typer.Option(DEFAULT_MODEL, help="Model to evaluate."),
     queries_per_task: int = typer.Option(4, help="shapes-world queries per task and format."),
-    cot_max_new_tokens: int = typer.Option(64, help="Generation limit for CoT settings."),
+    cot_max_new_tokens: int = typer.Option(
+        128, help="Generation limit for CoT settings (shapes-vlm's rationales and answer run to about 100 tokens)."
+    ),
     clbench: bool = typer.Option(True, help="Also run the CLBench-V toy suite (the model judges itself)."),
 ) -> None:
     """The embedded default: shapes-world benchmark → full settings grid, both scorers → report + viewer;

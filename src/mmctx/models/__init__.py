@@ -2,8 +2,8 @@
 
 Specs:
   - ``builtin:shapes-clip`` / ``builtin:shapes-vlm``: reference models trained by
-    ``mmctx train-reference``, loaded from the package (`mmctx.reference`); shapes-clip ships,
-    shapes-vlm does not yet (an error names the command that trains one).
+    ``mmctx train-reference``, shipped inside the package (`mmctx.reference`; if a folder is
+    missing, an error names the command that trains it). shapes-vlm is the default model.
   - ``builtin:tiny-idefics3`` / ``builtin:tiny-llava``: a tiny random-weight checkpoint built
     offline on first use (chance-level; for pipelines and tests, not for scores).
   - ``openai:<model>`` or ``openai:<model>@<base_url>``: an OpenAI-compatible chat-completions
@@ -25,7 +25,7 @@ from mmctx.models.base import Backend, Capabilities, ModelInfo
 BUILTIN_PREFIX = "builtin:"
 BUILTINS = {"tiny-idefics3": "idefics3", "tiny-llava": "llava"}  # built on first use: name -> family
 SHIPPED = {"shapes-vlm": "chat", "shapes-clip": "encoder"}  # trained, inside the package (`mmctx.reference`)
-DEFAULT_MODEL = "builtin:tiny-idefics3"  # becomes builtin:shapes-vlm once a trained one meets its bars
+DEFAULT_MODEL = "builtin:shapes-vlm"  # trained on shapes-world: the demo's scores mean something
 
 
 def cache_root() -> Path:

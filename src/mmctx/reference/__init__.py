@@ -1,7 +1,7 @@
-"""Reference models trained offline on shapes-world: shapes-clip (shipped) and shapes-vlm (not yet).
+"""Reference models trained offline on shapes-world, both shipped: shapes-clip and shapes-vlm.
 
 `mmctx train-reference --out DIR` trains both from a seed on a CPU (`mmctx.reference.train`);
-``clip:builtin:shapes-clip`` loads the shipped CLIP (`mmctx.reference.shipped`).
+``clip:builtin:shapes-clip`` and ``builtin:shapes-vlm`` load the shipped copies (`mmctx.reference.shipped`).
 """
 
 from mmctx.reference.clip import HELDOUT_SEED_BASE, TRAIN_SEED_BASE, pair_text, shapes_pairs, train_shapes_clip

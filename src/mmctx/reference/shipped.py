@@ -18,13 +18,11 @@ def shipped(name: str) -> Path:
         raise ValueError(f"no shipped reference model {name!r}; choose {CLIP_NAME} or {VLM_NAME}")
     folder = REFERENCE_MODELS / name
     if not (folder / "config.json").exists():
-        if name == VLM_NAME:
-            raise MissingReferenceModel(
-                "builtin:shapes-vlm is not shipped yet (no trained one meets its quality bars); train one with "
-                "`mmctx train-reference --only vlm --out DIR` and pass `--model DIR/shapes-vlm`"
-            )
+        part, use = (
+            ("vlm", f"--model DIR/{VLM_NAME}") if name == VLM_NAME else ("clip", f"--encoder clip:DIR/{CLIP_NAME}")
+        )
         raise MissingReferenceModel(
-            f"the shipped checkpoint {folder} is missing; train one with `mmctx train-reference --only clip --out DIR` "
-            "and pass `--encoder clip:DIR/shapes-clip`"
+            f"the shipped checkpoint {folder} is missing; train one with "
+            f"`mmctx train-reference --only {part} --out DIR` and pass `{use}`"
         )
     return folder

@@ -117,7 +117,7 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
         "",
         f"- Vision: SigLIP-style Idefics3 tower, {arch['vision_layers']} layers, width {arch['vision_hidden']}, "
         f"{arch['image_size']} px images in {arch['patch_size']} px patches; pixel shuffle ×{arch['scale_factor']} → "
-        f"{arch['image_tokens']} tokens an image (images are not split).",
+        f"{arch['image_tokens']} token{'s' if arch['image_tokens'] != 1 else ''} an image (images are not split).",
         f"- Language: Llama, {arch['layers']} layers, width {arch['hidden']}, {arch['heads']} heads "
         f"({arch['kv_heads']} key/value), MLP {arch['intermediate']}; byte-level BPE of {m['vocab_size']} tokens "
         "trained on the prompt texts of the `fewmmbench` preset over shapes-world.",
@@ -137,7 +137,7 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
         f"most of it; cross-entropy), then for {m['linear_steps']} more steps also to make the scene features a "
         "linear function of its output (a linear head regressing them beside the cross-entropy), and a "
         "least-squares read-out of its patch states becomes the connector, "
-        f"so each image token carries its cell's {m['scene_features']} scene features (how much of it each "
+        f"so the image tokens carry the image's {m['scene_features']} scene features (how much of it each "
         "colour–shape and size–shape pair covers, how many of each shape and where, the shapes arrows start and "
         "end at) along "
         f"fixed directions, scaled so that an object weighs about as much as an image. On {m['vision_heldout_scenes']} held-out scenes the tower names the colour–shape pair "
@@ -146,7 +146,9 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
         f"right for {_share(m['pair_sets_exact'])} of them. Both are frozen afterwards.",
         f"- Stage 2, {m['steps']} steps of about {m['tokens_per_batch']} tokens, language model only: conversations "
         "rendered exactly as `mmctx run` renders them (preset `fewmmbench`, the processor's chat template), "
-        f"{m['mixture']['zero_shot']:.0%} zero-shot, the rest with 1–8 random or similar demonstrations, prompts "
+        f"{m['mixture']['zero_shot']:.0%} zero-shot (asking the training benchmark's queries and demonstrations and "
+        f"the {m.get('zero_shot_extra', 0)} scenes of stage 1's pool alike, so that scenes are not memorised), the "
+        "rest with 1–8 random or similar demonstrations, prompts "
         "asking for a letter, the option's text or a rationale. The loss is on the query's reply, which is always "
         "the correct option's **text** (after the scene-graph rationale when CoT is asked for), never a letter: "
         "the extractor maps it to its option (rule `option_text`, or `answer_marker` after a rationale). "
@@ -448,6 +450,7 @@ __all__ = [
     "REFERENCE_MODELS",
     "VLM_NAME",
     "retrieval_check",
+    "score_vlm_reference",
     "shipped",
     "train_clip_reference",
     "train_reference",
