@@ -182,19 +182,29 @@ def test_written_tokens_weigh_an_object_about_as_much_as_the_image(small_vlm):
     assert all(float(w[feature_names().index("image")]) == pytest.approx(1) for w in written)
 
 
+def _model_and_images(small_vlm, n: int = 8):
+    """The small VLM loaded for training, with the pixels and `patch_features` of ``n`` real images."""
+    import torch
+
+    from mmctx.reference.vlm import Renderer, load_for_training
+
+    bench, path = small_vlm
+    model, processor, adapter = load_for_training(path)
+    renderer = Renderer(processor, adapter, bench.root)
+    samples = (list(bench.queries) + list(bench.demos))[:n]
+    pixels = torch.stack([renderer.pixel_values(str(bench.root / s.images[0])) for s in samples])
+    features = torch.stack([patch_features(s.meta, 96, 8) for s in samples])
+    return model, pixels, features
+
+
 def test_vision_pretraining_learns_patch_classes_in_known_dimensions(small_vlm):
     """A few steps on a handful of real images lower the cross-entropy; the pair classes are read
     off the first output dimensions, which `patch_accuracy` scores."""
     import torch
 
-    from mmctx.reference.vlm import Renderer, load_for_training, patch_accuracy, pretrain_vision
+    from mmctx.reference.vlm import patch_accuracy, pretrain_vision
 
-    bench, path = small_vlm
-    model, processor, adapter = load_for_training(path)
-    renderer = Renderer(processor, adapter, bench.root)
-    samples = (list(bench.queries) + list(bench.demos))[:8]
-    pixels = torch.stack([renderer.pixel_values(str(bench.root / s.images[0])) for s in samples])
-    features = torch.stack([patch_features(s.meta, 96, 8) for s in samples])
+    model, pixels, features = _model_and_images(small_vlm)
     torch.manual_seed(0)
     losses = pretrain_vision(model, pixels, features, steps=40, batch_size=8, lr=5e-3, seed=0)
     assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.5, losses
@@ -207,14 +217,9 @@ def test_the_linear_phase_makes_the_features_a_linear_function_of_the_tower_outp
     output: the least-squares read-out's error falls, where more class-only steps do not do it."""
     import torch
 
-    from mmctx.reference.vlm import Renderer, least_squares_readout, load_for_training, patch_states, pretrain_vision
+    from mmctx.reference.vlm import least_squares_readout, patch_states, pretrain_vision
 
-    bench, path = small_vlm
-    model, processor, adapter = load_for_training(path)
-    renderer = Renderer(processor, adapter, bench.root)
-    samples = (list(bench.queries) + list(bench.demos))[:8]
-    pixels = torch.stack([renderer.pixel_values(str(bench.root / s.images[0])) for s in samples])
-    features = torch.stack([patch_features(s.meta, 96, 8) for s in samples])
+    model, pixels, features = _model_and_images(small_vlm)
 
     def readout_error(model) -> float:
         fitted = patch_states(model, pixels) @ least_squares_readout(model, pixels, features)

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from mmctx.models import DEFAULT_MODEL
+from mmctx.run.plan import DEMO_LIMITS
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Multimodal in-context benchmarks.")
 console = Console(stderr=True)
@@ -560,22 +561,22 @@ def demo(
     out: Path = typer.Option(Path("runs/demo"), help="Folder for the benchmark, run and report."),
     model: str = typer.Option(DEFAULT_MODEL, help="Model to evaluate."),
     queries_per_task: int = typer.Option(4, help="shapes-world queries per task and format."),
-    cot_max_new_tokens: int = typer.Option(
-        128, help="Generation limit for CoT settings (shapes-vlm's rationales and answer run to about 100 tokens)."
-    ),
+    cot_max_new_tokens: int = typer.Option(DEMO_LIMITS.cot_max_new_tokens, help="Generation limit for CoT settings."),
     clbench: bool = typer.Option(True, help="Also run the CLBench-V toy suite (the model judges itself)."),
 ) -> None:
     """The embedded default: shapes-world benchmark → full settings grid, both scorers → report + viewer;
     then the CLBench-V toy suite → Tables 2–3."""
+    from dataclasses import replace
+
     from mmctx.data import shapes as sw
     from mmctx.report.tables import markdown_tables, write_csv
     from mmctx.run.evaluate import evaluate
-    from mmctx.run.plan import GenerationLimits
 
     bench_dir, run_dir = out / "benchmark", out / "run"
     if not (bench_dir / "benchmark.json").exists():
         sw.build_benchmark(bench_dir, queries_per_task=queries_per_task, seed=0)
-    outcome = evaluate(bench_dir, model, run_dir, limits=GenerationLimits(16, cot_max_new_tokens))
+    limits = replace(DEMO_LIMITS, cot_max_new_tokens=cot_max_new_tokens)
+    outcome = evaluate(bench_dir, model, run_dir, limits=limits)
     runs = [(_model_name(run_dir), outcome.cells)]
     text = markdown_tables(runs)
     write_csv(runs, out / "report.csv")

@@ -38,20 +38,15 @@ def chance_by_task(bench) -> dict[str, float]:
     return {**{t: sum(v) / len(v) for t, v in out.items()}, "Avg.": sum(everything) / len(everything)}
 
 
-def score_settings(
-    bench_dir: Path, model: str, run_dir: Path, settings: str = "0-shot", cot_max_new_tokens: int = 128
-) -> list[dict]:
+def score_settings(bench_dir: Path, model: str, run_dir: Path, settings: str = "0-shot") -> list[dict]:
     """Per (task, setting, scorer) accuracy with its 95% CI, as `mmctx run` computes it, on the CPU
-    (zero-shot unless ``settings`` names others).
-
-    The CoT generation limit is `mmctx demo`'s (128 tokens).
-    """
+    (zero-shot unless ``settings`` names others), with `mmctx demo`'s generation limits."""
     from mmctx.run.evaluate import evaluate
-    from mmctx.run.plan import GenerationLimits
+    from mmctx.run.plan import DEMO_LIMITS
 
     outcome = evaluate(
         bench_dir, model, run_dir, settings=settings, scorers="generate,ppl", device="cpu", dtype="float32",
-        show_progress=False, limits=GenerationLimits(16, cot_max_new_tokens),
+        show_progress=False, limits=DEMO_LIMITS,
     )  # fmt: skip
     return [
         {k: getattr(c, k) for k in ("task", "setting", "scorer", "n", "accuracy", "ci_low", "ci_high", "unparsed_rate")}

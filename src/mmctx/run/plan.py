@@ -32,6 +32,11 @@ class GenerationLimits:
         return self.cot_max_new_tokens if setting.cot else self.max_new_tokens
 
 
+# `mmctx demo` and the reference model cards: shorter CoT, to stay fast on a CPU, yet room for
+# shapes-vlm's scene-graph rationales with their answer (about 100 tokens; 64 cut half of them).
+DEMO_LIMITS = GenerationLimits(cot_max_new_tokens=128)
+
+
 @dataclass(frozen=True)
 class PlannedRequest:
     id: str  # "<setting>/<scorer>/<query id>"
