@@ -32,21 +32,33 @@ def _patch(row: int, col: int) -> int:
     return row * 12 + col  # 96 px in 8 px patches, row-major as the vision tower sees them
 
 
-def test_patch_features_bind_colour_and_size_to_shape_by_coverage():
+def test_patch_features_bind_colour_and_size_to_shape_per_object():
     t = patch_features(ONE_FRAME, 96, 8)
     assert t.shape == (144, len(feature_names()))
     inside, outside = t[_patch(8, 1)], t[_patch(0, 0)]  # the circle covers (8..16, 64..72) entirely
-    assert _feature(inside, "red circle") == 1 and _feature(inside, "small circle") == 1
-    assert _feature(inside, "blue circle") == 0 and _feature(inside, "circle arrow tail") == 1
-    share = _feature(inside, "circle count")
+    share = _feature(inside, "circle count")  # the circle's share of its own area
     assert 0.2 < share < 0.5 and abs(_feature(inside, "circle x") - share * (2 * 12 / 96 - 1)) < 1e-6
+    assert _feature(inside, "red circle") == share and _feature(inside, "small circle") == share
+    assert _feature(inside, "blue circle") == 0 and _feature(inside, "circle arrow tail") == share
     assert _feature(outside, "red circle") == 0 and _feature(outside, "image") == 1
+    # Summed over the patches, each object counts once whatever its size.
+    for name in ("red circle", "small circle", "blue star", "large star", "star arrow head", "circle arrow tail"):
+        assert _feature(t, name) == pytest.approx(1), name
+    assert _feature(t, "star arrow tail") == 0
+    assert _feature(t, "red star") == 0 and _feature(t, "blue circle") == 0 and _feature(t, "small star") == 0
+
+
+def test_coverage_weighted_features_measure_what_a_patch_shows():
+    t = patch_features(ONE_FRAME, 96, 8, "coverage")
+    inside = t[_patch(8, 1)]
+    assert _feature(inside, "red circle") == 1 and _feature(inside, "small circle") == 1
+    assert _feature(inside, "circle arrow tail") == 1 and _feature(inside, "circle count") < 0.5
     # Summed over the patches, each pair is its object's area in patches (the circle is drawn
     # with its bounding box's pixels included: π (r + ½)² / 64).
     assert abs(_feature(t, "red circle") - math.pi * 8.5**2 / 64) < 0.15
     assert _feature(t, "blue star") > 1.5 and _feature(t, "large star") == _feature(t, "blue star")
-    assert _feature(t, "star arrow head") == _feature(t, "blue star") and _feature(t, "star arrow tail") == 0
-    assert _feature(t, "red star") == 0 and _feature(t, "blue circle") == 0 and _feature(t, "small star") == 0
+    with pytest.raises(ValueError, match="weight"):
+        patch_features(ONE_FRAME, 96, 8, "area")
     # Counts and positions add up over the image: one circle at (12, 68), one star at (70, 24).
     assert _feature(t, "circle count") == pytest.approx(1) and _feature(t, "star count") == pytest.approx(1)
     assert _feature(t, "circle x") == pytest.approx(2 * 12 / 96 - 1) and _feature(t, "star y") == pytest.approx(
@@ -69,7 +81,7 @@ def test_multi_frame_strips_are_squashed_like_the_processor_does():
 def test_patch_labels_name_the_pair_shape_and_size_covering_most_of_the_patch():
     from mmctx.data.shapes import COLOURS, SHAPES, SIZES
 
-    labels = patch_labels(patch_features(ONE_FRAME, 96, 8))
+    labels = patch_labels(patch_features(ONE_FRAME, 96, 8, "coverage"))
     pair, shape, size = labels[_patch(8, 1)].tolist()
     assert pair == 1 + list(COLOURS).index("red") * len(SHAPES) + SHAPES.index("circle")
     assert shape == 1 + SHAPES.index("circle") and size == 1 + list(SIZES).index("small")
@@ -166,10 +178,10 @@ def test_the_fitted_connector_reads_out_every_patch_and_adds_up_its_cell(small_v
     assert torch.allclose(read_features(model, pixels, basis), features.sum(1), rtol=1e-3, atol=5e-2)
 
 
-def test_written_tokens_weigh_an_object_about_as_much_as_the_image(small_vlm):
-    """Coverage in patches is rescaled for the language model: over real scenes, the pairs an
-    image's token carries add up to about its number of objects, and the constant to one."""
-    from mmctx.reference.vlm import feature_names, pair_columns, size_columns, token_scale
+def test_written_tokens_count_objects_beside_the_image_constant(small_vlm):
+    """Over real scenes, the pairs an image's token carries add up to its number of objects
+    (each counted once, whatever its size), and the constant to `IMAGE_CONSTANT`."""
+    from mmctx.reference.vlm import IMAGE_CONSTANT, feature_names, pair_columns, size_columns, token_scale
 
     bench, _ = small_vlm
     samples = list(bench.queries) + list(bench.demos)
@@ -177,13 +189,44 @@ def test_written_tokens_weigh_an_object_about_as_much_as_the_image(small_vlm):
     written = [patch_features(s.meta, 96, 8).sum(0) * scale for s in samples]  # what one image token carries
     objects = [sum(len(f["objects"]) for f in s.meta["frames"]) for s in samples]
     per_object = sum(float(w[pair_columns()].sum()) for w in written) / sum(objects)
-    assert 0.6 < per_object < 1.6, per_object
+    assert per_object == pytest.approx(1, abs=0.02), per_object
     assert all(float(w[size_columns()].sum()) == pytest.approx(float(w[pair_columns()].sum())) for w in written)
-    assert all(float(w[feature_names().index("image")]) == pytest.approx(1) for w in written)
+    assert all(float(w[feature_names().index("image")]) == pytest.approx(IMAGE_CONSTANT) for w in written)
+
+
+def test_counts_pass_the_language_models_norm_nearly_unscaled(small_vlm):
+    """The language model sees each token divided by its RMS: with `IMAGE_CONSTANT` dominating
+    the length, one object reads about the same in a busy scene as in a sparse one (the middle
+    80% of scenes within a factor 1.8); with the constant at 1 the spread is wider by more than
+    a third (the reason the constant is large)."""
+    import torch
+
+    from mmctx.data.shapes import SHAPES
+    from mmctx.reference.vlm import feature_names, token_scale
+
+    bench, _ = small_vlm
+    names = feature_names()
+    counts = [names.index(f"{s} count") for s in SHAPES]
+
+    def spread(scale) -> float:
+        read = []
+        for s in list(bench.queries) + list(bench.demos):
+            w = patch_features(s.meta, 96, 8).sum(0) * scale
+            normed = w / w.pow(2).mean().sqrt()
+            read.append(float(normed[counts].sum()) / float(w[counts].sum()))
+        read = torch.tensor(read)
+        return float(read.quantile(0.9) / read.quantile(0.1))
+
+    scale = token_scale(144)
+    unit = scale.clone()
+    unit[names.index("image")] = 1 / 144
+    tight, loose = spread(scale), spread(unit)
+    assert tight < 1.8 and loose > 1.33 * tight, (tight, loose)
 
 
 def _model_and_images(small_vlm, n: int = 8):
-    """The small VLM loaded for training, with the pixels and `patch_features` of ``n`` real images."""
+    """The small VLM loaded for training, with the pixels, `patch_features` and `patch_labels` of
+    ``n`` real images."""
     import torch
 
     from mmctx.reference.vlm import Renderer, load_for_training
@@ -194,7 +237,8 @@ def _model_and_images(small_vlm, n: int = 8):
     samples = (list(bench.queries) + list(bench.demos))[:n]
     pixels = torch.stack([renderer.pixel_values(str(bench.root / s.images[0])) for s in samples])
     features = torch.stack([patch_features(s.meta, 96, 8) for s in samples])
-    return model, pixels, features
+    labels = torch.stack([patch_labels(patch_features(s.meta, 96, 8, "coverage")) for s in samples])
+    return model, pixels, features, labels
 
 
 def test_vision_pretraining_learns_patch_classes_in_known_dimensions(small_vlm):
@@ -204,11 +248,11 @@ def test_vision_pretraining_learns_patch_classes_in_known_dimensions(small_vlm):
 
     from mmctx.reference.vlm import patch_accuracy, pretrain_vision
 
-    model, pixels, features = _model_and_images(small_vlm)
+    model, pixels, features, labels = _model_and_images(small_vlm)
     torch.manual_seed(0)
-    losses = pretrain_vision(model, pixels, features, steps=40, batch_size=8, lr=5e-3, seed=0)
+    losses = pretrain_vision(model, pixels, features, labels, steps=40, batch_size=8, lr=5e-3, seed=0)
     assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.5, losses
-    covered, uncovered = patch_accuracy(model.eval(), pixels, features)
+    covered, uncovered = patch_accuracy(model.eval(), pixels, labels)
     assert 0 <= covered <= 1 and uncovered > 0.9  # most patches are empty, and it learns that first
 
 
@@ -219,17 +263,17 @@ def test_the_linear_phase_makes_the_features_a_linear_function_of_the_tower_outp
 
     from mmctx.reference.vlm import least_squares_readout, patch_states, pretrain_vision
 
-    model, pixels, features = _model_and_images(small_vlm)
+    model, pixels, features, labels = _model_and_images(small_vlm)
 
     def readout_error(model) -> float:
         fitted = patch_states(model, pixels) @ least_squares_readout(model, pixels, features)
         return float(((fitted - features) ** 2).sum(-1).mean())
 
     torch.manual_seed(0)
-    pretrain_vision(model, pixels, features, steps=40, batch_size=8, lr=5e-3, seed=0)
+    pretrain_vision(model, pixels, features, labels, steps=40, batch_size=8, lr=5e-3, seed=0)
     classes_only = copy.deepcopy(model)
-    pretrain_vision(classes_only, pixels, features, steps=40, batch_size=8, lr=5e-3, seed=1)
-    losses = pretrain_vision(model, pixels, features, steps=0, batch_size=8, lr=5e-3, seed=1, linear_steps=40)
+    pretrain_vision(classes_only, pixels, features, labels, steps=40, batch_size=8, lr=5e-3, seed=1)
+    losses = pretrain_vision(model, pixels, features, labels, steps=0, batch_size=8, lr=5e-3, seed=1, linear_steps=40)
     assert len(losses) == 40 and all(math.isfinite(x) for x in losses)
     # Measured: 0.039 against 0.056 (ratio 0.70).
     assert readout_error(model) < 0.8 * readout_error(classes_only), (readout_error(model), readout_error(classes_only))
@@ -292,3 +336,35 @@ def test_a_few_steps_lower_the_loss_and_save_a_loadable_checkpoint(tmp_path):
     prompt = (Message("user", (ImagePart.from_path(image), TextPart("What colour is the circle?"))),)
     (out,) = backend.generate([GenerateRequest(messages=prompt, max_new_tokens=8)])
     assert out.error is None and out.prompt_tokens > 16  # the image's tokens and the question reached the model
+
+
+def test_look_at_images_starts_a_head_on_the_image_tokens(small_vlm):
+    """After `look_at_images`, head 0 of the first layer gives the image tokens most of the
+    reply position's attention; before it, about their share of the prompt."""
+    import torch
+
+    from mmctx.reference.vlm import Renderer, collate, feature_basis, load_for_training, look_at_images, token_scale
+
+    bench, path = small_vlm
+    model, processor, adapter = load_for_training(path)
+    model.set_attn_implementation("eager")  # attention weights are returned by the eager kernel
+    model.eval()
+    renderer = Renderer(processor, adapter, bench.root)
+    query = list(bench.queries)[0]
+    conv = renderer.render(query, [], "text", seed=0)
+    basis = feature_basis(SMALL.hidden, 0)
+    cells = patch_features(query.meta, 96, 8).view(4, 3, 4, 3, -1).sum((1, 3)).reshape(16, -1)
+    images = {p: (cells * token_scale(144)) @ basis.T for p in conv.images}
+    ids, mask, _, tokens = collate([conv], images, processor.tokenizer.pad_token_id)
+    image = ids[0] == renderer.image_id
+
+    def on_images() -> float:
+        embeds = model.get_input_embeddings()(ids).masked_scatter(image[None, :, None], tokens)
+        with torch.no_grad():
+            attention = model.model.text_model(inputs_embeds=embeds, output_attentions=True).attentions[0]
+        return float(attention[0, 0, -1, image].sum())
+
+    before = on_images()
+    look_at_images(model, basis, seed=0)
+    after = on_images()
+    assert before < 0.4 and after > 0.8, (before, after, float(image.float().mean()))

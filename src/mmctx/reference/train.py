@@ -132,10 +132,11 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
         f"most of it; cross-entropy), then for {m['linear_steps']} more steps also to make the scene features a "
         "linear function of its output (a linear head regressing them beside the cross-entropy), and a "
         "least-squares read-out of its patch states becomes the connector, "
-        f"so the image tokens carry the image's {m['scene_features']} scene features (how much of it each "
-        "colour–shape and size–shape pair covers, how many of each shape and where, the shapes arrows start and "
-        "end at) along "
-        f"fixed directions, scaled so that an object weighs about as much as an image. On {m['vision_heldout_scenes']} held-out scenes the tower names the colour–shape pair "
+        f"so the image tokens carry the image's {m['scene_features']} scene features (how many objects of each "
+        "colour–shape and size–shape pair, how many of each shape and where, the shapes arrows start and "
+        "end at; each object counted once whatever its size) along "
+        f"fixed directions, beside a constant of {m['image_constant']:g} that keeps counts from being "
+        "rescaled by the language model's norm. On {m['vision_heldout_scenes']} held-out scenes the tower names the colour–shape pair "
         f"of {_share(m['patch_accuracy'])} of covered patches ({_share(m['background_accuracy'])} of the others "
         "as uncovered); read back from the image tokens, the set of colour–shape pairs in an image is exactly "
         f"right for {_share(m['pair_sets_exact'])} of them. Both are frozen afterwards.",
@@ -147,7 +148,9 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
         "asking for a letter, the option's text or a rationale. The loss is on the query's reply, which is always "
         "the correct option's **text** (after the scene-graph rationale when CoT is asked for), never a letter: "
         "the extractor maps it to its option (rule `option_text`, or `answer_marker` after a rationale). "
-        f"{m['mixture']['focus']:.0%} of the queries come from {', '.join(m['focus_tasks'])}.",
+        f"{m['mixture']['focus']:.0%} of the queries come from {', '.join(m['focus_tasks'])}. One attention head "
+        "of the first layer starts out looking at image tokens (`look_at_images`, strength "
+        f"{m['image_prior']:g}), so the model does not idle on its no-information plateau.",
         f"- AdamW, lr {m['lr']}, warm-up then cosine; `torch.manual_seed({m['seed']})` and seeded draws.",
         f"- Measured training time: {m['train_seconds']:.0f} s for both stages ({m['vision_seconds']:.0f} s stage 1); "
         f"{m['total_seconds']:.0f} s with data generation, on {m['machine']}.",
