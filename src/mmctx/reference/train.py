@@ -136,7 +136,8 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
         "colour–shape and size–shape pair, how many of each shape and where, the shapes arrows start and "
         "end at; each object counted once whatever its size) along "
         f"fixed directions, beside a constant of {m['image_constant']:g} that keeps counts from being "
-        "rescaled by the language model's norm. On {m['vision_heldout_scenes']} held-out scenes the tower names the colour–shape pair "
+        f"rescaled by the language model's norm. On {m['vision_heldout_scenes']} held-out scenes the tower names "
+        "the colour–shape pair "
         f"of {_share(m['patch_accuracy'])} of covered patches ({_share(m['background_accuracy'])} of the others "
         "as uncovered); read back from the image tokens, the set of colour–shape pairs in an image is exactly "
         f"right for {_share(m['pair_sets_exact'])} of them. Both are frozen afterwards.",
