@@ -372,3 +372,9 @@ def test_look_at_images_starts_a_head_on_the_image_tokens(small_vlm):
     look_at_images(model, basis, seed=0)
     after = on_images()
     assert before < 0.4 and after > 0.8, (before, after, float(image.float().mean()))
+    # The key it sets sits in the rotary pair that turns slowest, so distance barely moves it
+    # (with 16 image tokens the attention above would not notice a fast pair).
+    text = model.model.text_model
+    row = int(text.layers[0].self_attn.k_proj.weight.norm(dim=1).argmax())
+    inv_freq = text.rotary_emb.inv_freq
+    assert float(inv_freq[row % len(inv_freq)]) == float(inv_freq.min()), (row, inv_freq)
