@@ -144,7 +144,7 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
         f"- Stage 2, {m['steps']} steps of about {m['tokens_per_batch']} tokens, language model only: conversations "
         "rendered exactly as `mmctx run` renders them (preset `fewmmbench`, the processor's chat template), "
         f"{m['mixture']['zero_shot']:.0%} zero-shot (asking the training benchmark's queries and demonstrations and "
-        f"the {m.get('zero_shot_extra', 0)} scenes of stage 1's pool alike, so that scenes are not memorised), the "
+        f"the {m['zero_shot_extra']} scenes of stage 1's pool alike, so that scenes are not memorised), the "
         "rest with 1–8 random or similar demonstrations, prompts "
         "asking for a letter, the option's text or a rationale. The loss is on the query's reply, which is always "
         "the correct option's **text** (after the scene-graph rationale when CoT is asked for), never a letter: "
