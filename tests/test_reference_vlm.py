@@ -177,8 +177,7 @@ def test_pinned_heads_keep_their_start_through_training_steps(small_vlm):
     rows = [h * head_dim + r for h in range(4) for r in range(head_dim)]
     before = {n: w.detach().clone() for n, w in (("q", attention.q_proj.weight), ("k", attention.k_proj.weight))}
     pinned = [h * head_dim + r for h in (0, 1, 2) for r in range(head_dim)]
-    for name in ("q", "k"):  # one row a pinned head, the rest zero
-        assert int((before[name][pinned].abs().sum(1) > 0).sum()) == 3, name
+    assert int((before["q"][pinned].abs().sum(1) > 0).sum()) == 3  # one row a pinned head, the rest zero
     optimiser = torch.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.1)
     rng = random.Random(0)
     for _ in range(3):
@@ -193,22 +192,6 @@ def test_pinned_heads_keep_their_start_through_training_steps(small_vlm):
         assert torch.equal(weight[pinned], before[name][pinned]), name
         free = [r for r in rows if r not in pinned]
         assert not torch.equal(weight[free], before[name][free]), name  # the steps did move the rest
-
-
-def test_started_heads_must_not_share_keys(small_vlm, tmp_path):
-    """With 2 key/value heads for 4, heads 0 and 1 would share a key and overwrite each other."""
-    from dataclasses import replace
-
-    from mmctx.reference.vlm import build_shapes_vlm, feature_basis, load_for_training, look_at_words, pin_heads
-
-    _, path = small_vlm
-    tokenizer = load_for_training(path)[1].tokenizer
-    model, _, _ = load_for_training(build_shapes_vlm(tmp_path / "gqa", tokenizer, replace(SMALL, kv_heads=2)))
-    with pytest.raises(ValueError, match="share key/value heads"):
-        look_at_words(model, tokenizer, feature_basis(SMALL.hidden, 0), seed=0)
-    with pytest.raises(ValueError, match="share key/value heads"):
-        pin_heads(model, (0, 1, 2))
-    pin_heads(model, (0, 2))  # one head in each group: allowed
 
 
 def test_the_fitted_connector_reads_out_every_patch_and_adds_up_its_cell(small_vlm):
