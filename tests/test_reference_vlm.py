@@ -147,19 +147,6 @@ def test_training_conversations_are_what_the_hf_backend_sees(small_vlm, shots, s
     assert len(conv.images) == shots + 1
 
 
-def test_started_heads_must_not_share_keys(small_vlm, tmp_path):
-    """With 2 key/value heads for 4, heads 0 and 1 would share a key and overwrite each other."""
-    from dataclasses import replace
-
-    from mmctx.reference.vlm import build_shapes_vlm, feature_basis, load_for_training, look_at_words
-
-    _, path = small_vlm
-    tokenizer = load_for_training(path)[1].tokenizer
-    model, _, _ = load_for_training(build_shapes_vlm(tmp_path / "gqa", tokenizer, replace(SMALL, kv_heads=2)))
-    with pytest.raises(ValueError, match="share key/value heads"):
-        look_at_words(model, tokenizer, feature_basis(SMALL.hidden, 0), seed=0)
-
-
 def test_the_fitted_connector_reads_out_every_patch_and_adds_up_its_cell(small_vlm):
     import torch
 
@@ -355,59 +342,39 @@ def test_a_few_steps_lower_the_loss_and_save_a_loadable_checkpoint(tmp_path):
     assert out.error is None and out.prompt_tokens > 16  # the image's tokens and the question reached the model
 
 
-def test_attention_priors_start_heads_on_the_image_and_on_shape_and_colour_words(small_vlm):
-    """After `look_at_images` and `look_at_words`, heads 0, 1 and 2 of the first layer give the
-    reply position's attention to the image token, the question's shape word and the listed
-    colours of "what colour is the <shape>?"; before, about their share of the prompt."""
+def test_look_at_images_starts_a_head_on_the_image_tokens(small_vlm):
+    """After `look_at_images`, head 0 of the first layer gives the image tokens most of the
+    reply position's attention; before it, about their share of the prompt."""
     import torch
 
-    from mmctx.reference.vlm import (
-        Renderer,
-        collate,
-        feature_basis,
-        load_for_training,
-        look_at_images,
-        look_at_words,
-        token_scale,
-    )
+    from mmctx.reference.vlm import Renderer, collate, feature_basis, load_for_training, look_at_images, token_scale
 
     bench, path = small_vlm
     model, processor, adapter = load_for_training(path)
     model.set_attn_implementation("eager")  # attention weights are returned by the eager kernel
     model.eval()
     renderer = Renderer(processor, adapter, bench.root)
-    query = next(q for q in [*bench.queries, *bench.demos] if q.meta["query"]["kind"] == "colour_of_shape")
+    query = list(bench.queries)[0]
     conv = renderer.render(query, [], "text", seed=0)
     basis = feature_basis(SMALL.hidden, 0)
     cells = patch_features(query.meta, 96, 8).view(4, 3, 4, 3, -1).sum((1, 3)).reshape(16, -1)
     images = {p: (cells * token_scale(144)) @ basis.T for p in conv.images}
     ids, mask, _, tokens = collate([conv], images, processor.tokenizer.pad_token_id)
-    reply = conv.final.index(True) - 1  # the position that predicts the reply's first token
-    pieces = [processor.tokenizer.decode([i]).strip() for i in conv.ids[:reply]]
-    target = query.question.rstrip("?").split()[-1]  # "What colour is the <shape>?"
-    where = {
-        0: ids[0, :reply] == renderer.image_id,
-        1: torch.tensor([p == target for p in pieces]),
-        2: torch.tensor([p in query.choices for p in pieces]),
-    }
-    assert int(where[1].sum()) == 1 and int(where[2].sum()) == len(query.choices), pieces
+    image = ids[0] == renderer.image_id
 
-    def shares() -> list[float]:
-        embeds = model.get_input_embeddings()(ids).masked_scatter((ids == renderer.image_id)[..., None], tokens)
+    def on_images() -> float:
+        embeds = model.get_input_embeddings()(ids).masked_scatter(image[None, :, None], tokens)
         with torch.no_grad():
             attention = model.model.text_model(inputs_embeds=embeds, output_attentions=True).attentions[0]
-        return [float(attention[0, head, reply, :reply][on].sum()) for head, on in where.items()]
+        return float(attention[0, 0, -1, image].sum())
 
-    before = shares()
+    before = on_images()
     look_at_images(model, basis, seed=0)
-    look_at_words(model, processor.tokenizer, basis, seed=0)
-    after = shares()
-    assert max(before) < 0.4 and min(after) > 0.8, (before, after)
-    # The keys sit in the rotary pair that turns slowest, so distance barely moves them (with 16
-    # image tokens and one shape word near the reply the shares above would not notice a fast pair).
+    after = on_images()
+    assert before < 0.4 and after > 0.8, (before, after, float(image.float().mean()))
+    # The key it sets sits in the rotary pair that turns slowest, so distance barely moves it
+    # (with 16 image tokens the attention above would not notice a fast pair).
     text = model.model.text_model
-    head_dim = SMALL.head_dim
-    keys = text.layers[0].self_attn.k_proj.weight.view(-1, head_dim, SMALL.hidden).norm(dim=2)[:3]
-    assert keys.argmax(dim=1).tolist() == [head_dim // 2 - 1] * 3, keys
+    row = int(text.layers[0].self_attn.k_proj.weight.norm(dim=1).argmax())
     inv_freq = text.rotary_emb.inv_freq
-    assert float(inv_freq[head_dim // 2 - 1]) == float(inv_freq.min()), inv_freq
+    assert float(inv_freq[row % len(inv_freq)]) == float(inv_freq.min()), (row, inv_freq)

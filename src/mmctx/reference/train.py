@@ -113,9 +113,8 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
         f"- Vision: SigLIP-style Idefics3 tower, {arch['vision_layers']} layers, width {arch['vision_hidden']}, "
         f"{arch['image_size']} px images in {arch['patch_size']} px patches; pixel shuffle ×{arch['scale_factor']} → "
         f"{arch['image_tokens']} token{'s' if arch['image_tokens'] != 1 else ''} an image (images are not split).",
-        f"- Language: Llama, {arch['layers']} layers, width {arch['hidden']}, {arch['heads']} heads of "
-        f"{arch['head_dim']} ({arch['kv_heads']} key/value), MLP {arch['intermediate']}; byte-level BPE of "
-        f"{m['vocab_size']} tokens "
+        f"- Language: Llama, {arch['layers']} layers, width {arch['hidden']}, {arch['heads']} heads "
+        f"({arch['kv_heads']} key/value), MLP {arch['intermediate']}; byte-level BPE of {m['vocab_size']} tokens "
         "trained on the prompt texts of the `fewmmbench` preset over shapes-world.",
         "- Chat template: Idefics3's (`User:<image>…<end_of_utterance>\\nAssistant: …`).",
         f"- Parameters: {m['parameters']:,}.",
@@ -150,10 +149,9 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
         "asking for a letter, the option's text or a rationale. The loss is on the query's reply, which is always "
         "the correct option's **text** (after the scene-graph rationale when CoT is asked for), never a letter: "
         "the extractor maps it to its option (rule `option_text`, or `answer_marker` after a rationale). "
-        f"{m['mixture']['focus']:.0%} of the queries come from {', '.join(m['focus_tasks'])}. Heads 0, 1 and 2 "
-        "of the first layer start out attending to image tokens, shape words and colour words "
-        f"(`look_at_images`, strength {m['image_prior']:g}; `look_at_words`, {m['word_prior']:g}), so the model "
-        "does not idle on its no-information plateau; from there they are learnt like everything else.",
+        f"{m['mixture']['focus']:.0%} of the queries come from {', '.join(m['focus_tasks'])}. One attention head "
+        "of the first layer starts out looking at image tokens (`look_at_images`, strength "
+        f"{m['image_prior']:g}), so the model does not idle on its no-information plateau.",
         f"- AdamW, lr {m['lr']}, warm-up then cosine; `torch.manual_seed({m['seed']})` and seeded draws.",
         f"- Measured training time: {m['train_seconds']:.0f} s for both stages ({m['vision_seconds']:.0f} s stage 1); "
         f"{m['total_seconds']:.0f} s with data generation, on {m['machine']}.",
