@@ -125,13 +125,15 @@ def test_the_shipped_vlm_answers_unseen_shapes_world_questions_from_the_image(tm
     rows = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 84 and all(r["error"] is None for r in rows)
 
-    def accuracy(task: str) -> float:
+    def mean(task: str, value) -> float:
         mine = [r for r in rows if r["task"] == task]
-        return sum(r["outcome"] == "correct" for r in mine) / len(mine)
+        return sum(map(value, mine)) / len(mine)
+
+    def accuracy(task: str) -> float:
+        return mean(task, lambda r: r["outcome"] == "correct")
 
     def chance(task: str) -> float:
-        mine = [r for r in rows if r["task"] == task]
-        return sum(1 / options[r["request_id"]] for r in mine) / len(mine)
+        return mean(task, lambda r: 1 / options[r["request_id"]])
 
     assert accuracy("object_recognition") >= 0.8 and accuracy("plurality") >= 0.8
     assert accuracy("counting") >= chance("counting") + 0.3, (accuracy("counting"), chance("counting"))

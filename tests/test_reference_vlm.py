@@ -361,12 +361,13 @@ def test_look_at_images_starts_a_head_on_the_image_tokens(small_vlm):
     images = {p: (cells * token_scale(144)) @ basis.T for p in conv.images}
     ids, mask, _, tokens = collate([conv], images, processor.tokenizer.pad_token_id)
     image = ids[0] == renderer.image_id
+    reply = conv.final.index(True) - 1  # the position that predicts the reply's first token
 
     def on_images() -> float:
         embeds = model.get_input_embeddings()(ids).masked_scatter(image[None, :, None], tokens)
         with torch.no_grad():
             attention = model.model.text_model(inputs_embeds=embeds, output_attentions=True).attentions[0]
-        return float(attention[0, 0, -1, image].sum())
+        return float(attention[0, 0, reply, image].sum())
 
     before = on_images()
     look_at_images(model, basis, seed=0)
