@@ -331,6 +331,9 @@ def test_a_few_steps_lower_the_loss_and_save_a_loadable_checkpoint(tmp_path):
     assert m["zero_shot_extra"] == 13 and m["linear_steps"] == 2
     assert all(m[k] is None or 0 <= m[k] <= 1 for k in ("patch_accuracy", "background_accuracy", "pair_sets_exact"))
     assert sum(losses[-4:]) / 4 < sum(losses[:4]) / 4 - 0.5, losses
+    grounding = m["grounding_losses"]  # one a zero-shot step (the few-shot skip is tested on its own)
+    assert 0 < len(grounding) <= 16 and all(math.isfinite(x) and x >= 0 for x in grounding), grounding
+    assert m["grounding_weight"] > 0 and m["grounded_layer"] == 1
     assert m["parameters"] > 0 and m["train_seconds"] > 0 and m["train_seed"] == 3000
 
     AutoModelForImageTextToText.from_pretrained(tmp_path / "vlm")
@@ -379,3 +382,135 @@ def test_look_at_images_starts_a_head_on_the_image_tokens(small_vlm):
     row = int(text.layers[0].self_attn.k_proj.weight.norm(dim=1).argmax())
     inv_freq = text.rotary_emb.inv_freq
     assert float(inv_freq[row % len(inv_freq)]) == float(inv_freq.min()), (row, inv_freq)
+
+
+def test_look_at_words_starts_heads_on_the_questions_shape_word_and_the_listed_colours(small_vlm):
+    """After `look_at_images` and `look_at_words`, heads 0, 1 and 2 of the first layer give the
+    reply position's attention to the image, the question's shape word and the listed colours of
+    "what colour is the <shape>?"; before, about their share of the prompt."""
+    import torch
+
+    from mmctx.reference.vlm import (
+        Renderer,
+        collate,
+        feature_basis,
+        load_for_training,
+        look_at_images,
+        look_at_words,
+        token_scale,
+    )
+
+    bench, path = small_vlm
+    model, processor, adapter = load_for_training(path)
+    model.set_attn_implementation("eager")  # attention weights are returned by the eager kernel
+    model.eval()
+    renderer = Renderer(processor, adapter, bench.root)
+    query = next(q for q in [*bench.queries, *bench.demos] if q.meta["query"]["kind"] == "colour_of_shape")
+    conv = renderer.render(query, [], "text", seed=0)
+    basis = feature_basis(SMALL.hidden, 0)
+    cells = patch_features(query.meta, 96, 8).view(4, 3, 4, 3, -1).sum((1, 3)).reshape(16, -1)
+    images = {p: (cells * token_scale(144)) @ basis.T for p in conv.images}
+    ids, mask, _, tokens = collate([conv], images, processor.tokenizer.pad_token_id)
+    reply = conv.final.index(True) - 1  # the position that predicts the reply's first token
+    pieces = [processor.tokenizer.decode([i]).strip() for i in conv.ids[:reply]]
+    target = query.question.rstrip("?").split()[-1]  # "What colour is the <shape>?"
+    where = {
+        0: ids[0, :reply] == renderer.image_id,
+        1: torch.tensor([p == target for p in pieces]),
+        2: torch.tensor([p in query.choices for p in pieces]),
+    }
+    assert int(where[1].sum()) == 1 and int(where[2].sum()) == len(query.choices), pieces
+
+    def shares() -> list[float]:
+        embeds = model.get_input_embeddings()(ids).masked_scatter((ids == renderer.image_id)[..., None], tokens)
+        with torch.no_grad():
+            attention = model.model.text_model(inputs_embeds=embeds, output_attentions=True).attentions[0]
+        return [float(attention[0, head, reply, :reply][on].sum()) for head, on in where.items()]
+
+    before = shares()
+    look_at_images(model, basis, seed=0)
+    look_at_words(model, processor.tokenizer, basis, seed=0)
+    after = shares()
+    assert max(before) < 0.4 and min(after) > 0.8, (before, after)
+    # Each started key sits in the rotary pair that turns slowest (one word near the reply would
+    # not notice a fast pair).
+    head_dim = SMALL.hidden // SMALL.heads
+    keys = model.model.text_model.layers[0].self_attn.k_proj.weight.view(-1, head_dim, SMALL.hidden).norm(dim=2)[:3]
+    assert keys.argmax(dim=1).tolist() == [head_dim // 2 - 1] * 3, keys
+
+
+def test_only_head_0_can_be_started_where_heads_share_keys(small_vlm, tmp_path):
+    """With 2 key/value heads for 4, head 1 shares head 0's key: starting it would overwrite the image head's."""
+    from dataclasses import replace
+
+    from mmctx.reference.vlm import build_shapes_vlm, feature_basis, load_for_training, look_at_images, look_at_words
+
+    _, path = small_vlm
+    tokenizer = load_for_training(path)[1].tokenizer
+    model, _, _ = load_for_training(build_shapes_vlm(tmp_path / "gqa", tokenizer, replace(SMALL, kv_heads=2)))
+    basis = feature_basis(SMALL.hidden, 0)
+    look_at_images(model, basis, seed=0)  # head 0: allowed
+    with pytest.raises(ValueError, match="shares its key"):
+        look_at_words(model, tokenizer, basis, seed=0)
+
+
+def _grounding_batch(small_vlm, shots: int = 0):
+    from mmctx.reference.vlm import Renderer, WordGrounding, load_for_training
+
+    bench, path = small_vlm
+    _, processor, adapter = load_for_training(path)
+    renderer = Renderer(processor, adapter, bench.root)
+    samples = [*bench.queries, *bench.demos]
+    kinds = ("colour_of_shape", "shape_of_colour")
+    queries = [next(q for q in samples if q.meta["query"]["kind"] == kind) for kind in kinds]
+    batch = [renderer.render(q, bench.demos_for(q, "random", shots) if shots else [], "text", seed=0) for q in queries]
+    scenes = {
+        str((bench.root / s.images[0]).resolve()): patch_features(s.meta, 96, 8).sum(0)
+        for s in [*samples, *(d for q in queries for d in bench.demos_for(q, "random", shots))]
+    }
+    return queries, batch, WordGrounding(processor.tokenizer, SMALL.hidden, scenes), processor.tokenizer
+
+
+def test_word_grounding_asks_each_word_what_its_image_shows_about_it(small_vlm):
+    """The question's shape word must give that shape's colours (and sizes, count, …); a colour
+    word which shapes have that colour; both as the scene's exact counts."""
+    from mmctx.data.shapes import COLOURS, SHAPES
+    from mmctx.data.shapes.world import Scene
+
+    (colour_q, shape_q), batch, grounding, tokenizer = _grounding_batch(small_vlm)
+    found = grounding.targets(batch)
+
+    def objects(query):
+        return [o for frame in Scene.from_dict(query.meta).frames for o in frame.objects]
+
+    def asked(group: str, row: int, word: str):
+        rows, positions, targets = found[group]
+        hits = [t for r, p, t in zip(rows, positions, targets) if r == row and tokenizer.decode([batch[r].ids[p]]).strip().lower() == word]
+        assert hits, (group, row, word)
+        return hits[0]
+
+    shape = colour_q.question.rstrip("?").split()[-1]  # "What colour is the <shape>?"
+    colours = asked("shape", 0, shape)[: len(COLOURS)].tolist()
+    assert colours == [float(sum(o.shape == shape and o.colour == c for o in objects(colour_q))) for c in COLOURS]
+    assert colours[list(COLOURS).index(colour_q.answer)] >= 1
+    colour = shape_q.question.split()[-2]  # "What shape is the <colour> object?"
+    shapes = asked("colour", 1, colour).tolist()
+    assert shapes == [float(sum(o.colour == colour and o.shape == s for o in objects(shape_q))) for s in SHAPES]
+    assert shapes[list(SHAPES).index(shape_q.answer)] >= 1
+
+
+def test_word_grounding_loss_is_zero_only_for_the_right_image_and_skips_few_shot(small_vlm):
+    import torch
+
+    _, batch, grounding, _ = _grounding_batch(small_vlm)
+    hidden = torch.zeros(len(batch), max(len(c.ids) for c in batch), SMALL.hidden)
+    for group, (rows, positions, targets) in grounding.targets(batch).items():
+        hidden[rows, positions, : targets[0].numel()] = torch.stack(targets)  # the answer, in the first dimensions
+        readout = grounding.readouts[group]
+        with torch.no_grad():
+            readout.weight.zero_(), readout.bias.zero_()
+            readout.weight[:, : targets[0].numel()] = torch.eye(targets[0].numel())
+    assert float(grounding.loss(batch, hidden)) < 1e-9
+    assert float(grounding.loss(batch[::-1], hidden)) > 0.5  # rows swapped: the other conversation's states
+    _, few_shot, grounding, _ = _grounding_batch(small_vlm, shots=2)
+    assert grounding.loss(few_shot, hidden) is None  # a word may be about a demonstration's image

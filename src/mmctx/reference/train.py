@@ -149,9 +149,15 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
         "asking for a letter, the option's text or a rationale. The loss is on the query's reply, which is always "
         "the correct option's **text** (after the scene-graph rationale when CoT is asked for), never a letter: "
         "the extractor maps it to its option (rule `option_text`, or `answer_marker` after a rationale). "
-        f"{m['mixture']['focus']:.0%} of the queries come from {', '.join(m['focus_tasks'])}. One attention head "
-        "of the first layer starts out looking at image tokens (`look_at_images`, strength "
-        f"{m['image_prior']:g}), so the model does not idle on its no-information plateau.",
+        f"{m['mixture']['focus']:.0%} of the queries come from {', '.join(m['focus_tasks'])}. Heads 0, 1 and 2 "
+        "of the first layer start out attending to image tokens, shape words and colour words "
+        f"(`look_at_images`, strength {m['image_prior']:g}; `look_at_words`, {m['word_prior']:g}), so the model "
+        "does not idle on its no-information plateau; from there they are learnt like everything else. In "
+        "zero-shot conversations an auxiliary loss (`WordGrounding`, weight "
+        f"{m['grounding_weight']:g}, read-outs discarded after training) makes each shape or colour word's "
+        f"hidden state after layer {m['grounded_layer']} give what the image shows about it (a shape's colours, "
+        "sizes, count, position and arrows; a colour's shapes), so the reply has something to fetch from "
+        "the question's words.",
         f"- AdamW, lr {m['lr']}, warm-up then cosine; `torch.manual_seed({m['seed']})` and seeded draws.",
         f"- Measured training time: {m['train_seconds']:.0f} s for both stages ({m['vision_seconds']:.0f} s stage 1); "
         f"{m['total_seconds']:.0f} s with data generation, on {m['machine']}.",
@@ -359,7 +365,7 @@ def train_vlm_reference(
 
     folder = Path(out) / VLM_NAME
     vlm = train_shapes_vlm(folder, seed=seed, progress=progress, **options)
-    for key in ("losses", "vision_losses"):
+    for key in ("losses", "vision_losses", "grounding_losses"):
         vlm[key] = _curve(vlm[key])
     vlm.update(machine=machine(), path=VLM_NAME, quick=quick, heldout_queries_per_task=heldout_queries)
     return score_vlm_reference(folder, vlm, grid)
