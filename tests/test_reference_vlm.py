@@ -286,7 +286,14 @@ def test_the_linear_phase_makes_the_features_a_linear_function_of_the_tower_outp
 def test_cached_image_tokens_give_the_loss_the_model_computes_from_pixels(small_vlm):
     import torch
 
-    from mmctx.reference.vlm import Renderer, cached_image_tokens, collate, load_for_training, reply_loss
+    from mmctx.reference.vlm import (
+        Renderer,
+        cached_image_tokens,
+        collate,
+        forward_cached,
+        load_for_training,
+        reply_loss,
+    )
 
     bench, path = small_vlm
     model, processor, adapter = load_for_training(path)
@@ -298,7 +305,7 @@ def test_cached_image_tokens_give_the_loss_the_model_computes_from_pixels(small_
     images = cached_image_tokens(model, paths, torch.stack([renderer.pixel_values(p) for p in paths]))
     ids, mask, weights, tokens = collate(batch, images, processor.tokenizer.pad_token_id)
     with torch.no_grad():
-        cached = reply_loss(model, ids, mask, weights, tokens, renderer.image_id)
+        cached = reply_loss(forward_cached(model, ids, mask, tokens, renderer.image_id).logits, ids, weights)
 
     pixels = torch.zeros((len(batch), max(len(c.images) for c in batch), *renderer.pixel_values(paths[0]).shape))
     for row, c in enumerate(batch):
@@ -331,7 +338,7 @@ def test_a_few_steps_lower_the_loss_and_save_a_loadable_checkpoint(tmp_path):
     assert m["zero_shot_extra"] == 13 and m["linear_steps"] == 2
     assert all(m[k] is None or 0 <= m[k] <= 1 for k in ("patch_accuracy", "background_accuracy", "pair_sets_exact"))
     assert sum(losses[-4:]) / 4 < sum(losses[:4]) / 4 - 0.5, losses
-    grounding = m["grounding_losses"]  # one a zero-shot step (the few-shot skip is tested on its own)
+    grounding = m["grounding_losses"]  # one a zero-shot step
     assert 0 < len(grounding) <= 16 and all(math.isfinite(x) and x >= 0 for x in grounding), grounding
     assert m["grounding_weight"] > 0 and m["grounded_layer"] == 1
     assert m["parameters"] > 0 and m["train_seconds"] > 0 and m["train_seed"] == 3000
@@ -440,8 +447,11 @@ def test_look_at_words_starts_heads_on_the_questions_shape_word_and_the_listed_c
 
 
 def test_only_head_0_can_be_started_where_heads_share_keys(small_vlm, tmp_path):
-    """With 2 key/value heads for 4, head 1 shares head 0's key: starting it would overwrite the image head's."""
+    """With 2 key/value heads for 4, head 1 shares head 0's key: starting it would overwrite the
+    image head's, so `look_at_words` refuses before it changes anything."""
     from dataclasses import replace
+
+    import torch
 
     from mmctx.reference.vlm import build_shapes_vlm, feature_basis, load_for_training, look_at_images, look_at_words
 
@@ -450,8 +460,10 @@ def test_only_head_0_can_be_started_where_heads_share_keys(small_vlm, tmp_path):
     model, _, _ = load_for_training(build_shapes_vlm(tmp_path / "gqa", tokenizer, replace(SMALL, kv_heads=2)))
     basis = feature_basis(SMALL.hidden, 0)
     look_at_images(model, basis, seed=0)  # head 0: allowed
-    with pytest.raises(ValueError, match="shares its key"):
+    before = copy.deepcopy(model.state_dict())
+    with pytest.raises(ValueError, match="share key/value heads"):
         look_at_words(model, tokenizer, basis, seed=0)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
 
 
 def _grounding_batch(small_vlm, shots: int = 0):
@@ -472,37 +484,50 @@ def _grounding_batch(small_vlm, shots: int = 0):
 
 
 def test_word_grounding_asks_each_word_what_its_image_shows_about_it(small_vlm):
-    """The question's shape word must give that shape's colours (and sizes, count, …); a colour
-    word which shapes have that colour; both as the scene's exact counts."""
-    from mmctx.data.shapes import COLOURS, SHAPES
-    from mmctx.data.shapes.world import Scene
+    """The question's shape word must give that shape's colours, sizes, count, position and
+    arrow ends; a colour word which shapes have that colour; all as the scene's counts."""
+    from mmctx.data.shapes import COLOURS, SHAPES, SIZES
+    from mmctx.data.shapes.world import FRAME, Scene
 
     (colour_q, shape_q), batch, grounding, tokenizer = _grounding_batch(small_vlm)
     found = grounding.targets(batch)
 
-    def objects(query):
-        return [o for frame in Scene.from_dict(query.meta).frames for o in frame.objects]
-
-    def asked(group: str, row: int, word: str):
+    def asked(group: str, row: int, word: str) -> list[float]:
         rows, positions, targets = found[group]
-        hits = [t for r, p, t in zip(rows, positions, targets) if r == row and tokenizer.decode([batch[r].ids[p]]).strip().lower() == word]
+        hits = [
+            t.tolist()
+            for r, p, t in zip(rows, positions, targets)
+            if r == row and tokenizer.decode([batch[r].ids[p]]).strip().lower() == word
+        ]
         assert hits, (group, row, word)
         return hits[0]
 
     shape = colour_q.question.rstrip("?").split()[-1]  # "What colour is the <shape>?"
-    colours = asked("shape", 0, shape)[: len(COLOURS)].tolist()
-    assert colours == [float(sum(o.shape == shape and o.colour == c for o in objects(colour_q))) for c in COLOURS]
-    assert colours[list(COLOURS).index(colour_q.answer)] >= 1
+    (frame,) = Scene.from_dict(colour_q.meta).frames
+    mine = [o for o in frame.objects if o.shape == shape]
+    arrows = frame.arrows
+    expected = [sum(o.colour == c for o in mine) for c in COLOURS] + [sum(o.size == z for o in mine) for z in SIZES]
+    expected += [len(mine), sum(2 * o.x / FRAME - 1 for o in mine), sum(2 * o.y / FRAME - 1 for o in mine)]
+    expected += [
+        sum(any(a == o.id for a, _ in arrows) for o in mine),
+        sum(any(b == o.id for _, b in arrows) for o in mine),
+    ]
+    assert asked("shape", 0, shape) == pytest.approx(expected, abs=0.02)
+    assert expected[list(COLOURS).index(colour_q.answer)] >= 1
+
     colour = shape_q.question.split()[-2]  # "What shape is the <colour> object?"
-    shapes = asked("colour", 1, colour).tolist()
-    assert shapes == [float(sum(o.colour == colour and o.shape == s for o in objects(shape_q))) for s in SHAPES]
-    assert shapes[list(SHAPES).index(shape_q.answer)] >= 1
+    objects = [o for frame in Scene.from_dict(shape_q.meta).frames for o in frame.objects]
+    expected = [sum(o.colour == colour and o.shape == s for o in objects) for s in SHAPES]
+    assert asked("colour", 1, colour) == pytest.approx(expected, abs=0.02)
+    assert expected[list(SHAPES).index(shape_q.answer)] >= 1
 
 
-def test_word_grounding_loss_is_zero_only_for_the_right_image_and_skips_few_shot(small_vlm):
+def test_word_grounding_loss_is_zero_only_for_the_words_own_image_and_skips_few_shot(small_vlm):
     import torch
 
-    _, batch, grounding, _ = _grounding_batch(small_vlm)
+    from mmctx.reference.vlm import WordGrounding
+
+    _, batch, grounding, tokenizer = _grounding_batch(small_vlm)
     hidden = torch.zeros(len(batch), max(len(c.ids) for c in batch), SMALL.hidden)
     for group, (rows, positions, targets) in grounding.targets(batch).items():
         hidden[rows, positions, : targets[0].numel()] = torch.stack(targets)  # the answer, in the first dimensions
@@ -510,7 +535,13 @@ def test_word_grounding_loss_is_zero_only_for_the_right_image_and_skips_few_shot
         with torch.no_grad():
             readout.weight.zero_(), readout.bias.zero_()
             readout.weight[:, : targets[0].numel()] = torch.eye(targets[0].numel())
-    assert float(grounding.loss(batch, hidden)) < 1e-9
-    assert float(grounding.loss(batch[::-1], hidden)) > 0.5  # rows swapped: the other conversation's states
+    with torch.no_grad():
+        assert float(grounding.loss(batch, hidden)) < 1e-9
+        first, second = batch[0].images[0], batch[1].images[0]
+        swapped = WordGrounding(
+            tokenizer, SMALL.hidden, {first: grounding.scenes[second], second: grounding.scenes[first]}
+        )
+        swapped.readouts = grounding.readouts
+        assert float(swapped.loss(batch, hidden)) > 0.5  # the same states, asked about the other image
     _, few_shot, grounding, _ = _grounding_batch(small_vlm, shots=2)
     assert grounding.loss(few_shot, hidden) is None  # a word may be about a demonstration's image

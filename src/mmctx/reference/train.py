@@ -155,7 +155,7 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
         "does not idle on its no-information plateau; from there they are learnt like everything else. In "
         "zero-shot conversations an auxiliary loss (`WordGrounding`, weight "
         f"{m['grounding_weight']:g}, read-outs discarded after training) makes each shape or colour word's "
-        f"hidden state after layer {m['grounded_layer']} give what the image shows about it (a shape's colours, "
+        f"hidden state after {_layers(m['grounded_layer'])} give what the image shows about it (a shape's colours, "
         "sizes, count, position and arrows; a colour's shapes), so the reply has something to fetch from "
         "the question's words.",
         f"- AdamW, lr {m['lr']}, warm-up then cosine; `torch.manual_seed({m['seed']})` and seeded draws.",
@@ -184,6 +184,10 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
             grid_table(grid),
         ]
     return "\n".join(text) + "\n"
+
+
+def _layers(n: int) -> str:
+    return "the first layer" if n == 1 else f"the first {n} layers"
 
 
 def _share(x: float | None) -> str:
