@@ -446,7 +446,7 @@ def test_look_at_words_starts_heads_on_the_questions_shape_word_and_the_listed_c
     assert keys.argmax(dim=1).tolist() == [head_dim // 2 - 1] * 3, keys
 
 
-def test_only_head_0_can_be_started_where_heads_share_keys(small_vlm, tmp_path):
+def test_started_heads_must_not_share_keys(small_vlm, tmp_path):
     """With 2 key/value heads for 4, head 1 shares head 0's key: starting it would overwrite the
     image head's, so `look_at_words` refuses before it changes anything."""
     from dataclasses import replace
@@ -545,3 +545,38 @@ def test_word_grounding_loss_is_zero_only_for_the_words_own_image_and_skips_few_
         assert float(swapped.loss(batch, hidden)) > 0.5  # the same states, asked about the other image
     _, few_shot, grounding, _ = _grounding_batch(small_vlm, shots=2)
     assert grounding.loss(few_shot, hidden) is None  # a word may be about a demonstration's image
+
+
+def test_the_grounded_hidden_state_is_the_first_layers_output(small_vlm):
+    """`GROUNDED_LAYER` indexes what the first decoder layer hands the second: the states the
+    second layer's heads fetch from, as the card and docstrings say."""
+    import torch
+
+    from mmctx.reference.vlm import (
+        GROUNDED_LAYER,
+        Renderer,
+        cached_image_tokens,
+        collate,
+        forward_cached,
+        load_for_training,
+    )
+
+    bench, path = small_vlm
+    model, processor, adapter = load_for_training(path)
+    model.eval()
+    renderer = Renderer(processor, adapter, bench.root)
+    conv = renderer.render(bench.queries[0], [], "text", seed=0)
+    images = cached_image_tokens(model, list(conv.images), torch.stack([renderer.pixel_values(p) for p in conv.images]))
+    ids, mask, _, tokens = collate([conv], images, processor.tokenizer.pad_token_id)
+    seen = []
+    layers = model.model.text_model.layers
+    hooks = [
+        layer.register_forward_hook(lambda m, i, o: seen.append(o[0] if isinstance(o, tuple) else o))
+        for layer in layers
+    ]
+    with torch.no_grad():
+        hidden = forward_cached(model, ids, mask, tokens, renderer.image_id, with_hidden_states=True).hidden_states
+    for hook in hooks:
+        hook.remove()
+    assert len(seen) == len(layers) == 2
+    assert torch.equal(hidden[GROUNDED_LAYER], seen[0]) and not torch.equal(hidden[GROUNDED_LAYER], seen[1])

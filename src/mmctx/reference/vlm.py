@@ -51,7 +51,7 @@ frames (temporal) is not in a sum over the frames, and comparing two named objec
 (spatial relations, "closer to") needs the reply to fetch both words and subtract, one step
 more than fetching one word's colour. Action fails on the vision side: read back from the image
 tokens, the shape an arrow starts at (ends at) is the right one in 42% (40%) of 52 held-out
-arrow scenes, no better than a guess between the two shapes. Making each patch's arrow role (its
+arrow scenes (a development script), no better than a guess between the two shapes. Making each patch's arrow role (its
 object is where an arrow starts, ends, or neither) a fourth class of stage 1, as shape was made
 one, did not help: the tower named the role of 37–38% of held-out start and end patches, and
 the full run scored 0.65 held-out (action 0.15), so it was not shipped.
@@ -98,13 +98,13 @@ were met:
   vanish beside a large one (per-object `patch_features`). The key/value heads went from 2 to 4
   so that all 66 features can pass one attention hop (two heads of 32 could not carry them);
   that was not measured on its own.
-- The shipped model still fails "what colour is the <shape>?". From the reply position one
-  head of the first layer takes the image token, so one head's 32 values carry the 66
-  features, and no head of either layer gives the question's shape word any attention (0.00);
-  heads look at the listed options instead. Probes (a fresh language model on the shipped
-  tower's cached tokens, 3,000 steps) measured held-out option ranking averaged over the 21
-  question kinds, 7–20 queries each:
-  - this recipe: 0.41;
+- The model so trained (shipped before `WordGrounding`; "the previous recipe" below) still
+  failed "what colour is the <shape>?". From the reply position one head of the first layer
+  took the image token, so one head's 32 values carried the 66 features, and no head of either
+  layer gave the question's shape word any attention (0.00); heads looked at the listed options
+  instead. Probes (a fresh language model on the shipped tower's cached tokens, 3,000 steps)
+  measured held-out option ranking averaged over the 21 question kinds, 7–20 queries each:
+  - the previous recipe: 0.41;
   - a second head started on the image: 0.54;
   - heads of 64 values: 0.52;
   - also heads started on shape and colour words (`look_at_images`' construction on word
@@ -121,12 +121,12 @@ were met:
   0.28, 4-similar 0.40 and 8-random 0.32, against 0.60 zero-shot.
   - The pinned image head cannot single out the query's image. Over 4-shot prompts it gave
     the query image 0.12 and the four demo images 0.54 together, which is uniform.
-  - The free head of the shipped recipe gives the query image 0.95, and that model holds 0.57
+  - The free head of the previous recipe gave the query image 0.95, and that model held 0.57
     with 4 or 8 demonstrations.
 - The same starts left free (heads of 64, heads 1 and 2 started on shape and colour words,
   9,000 steps) probed 0.57 zero-shot and 0.56 with 4 random demonstrations, against 0.41 and
-  0.38 for this recipe. The full run (27 min 33 s) kept few-shot (demo grid: 0.56 zero-shot,
-  0.57–0.61 with 4 or 8 demonstrations) but gained nothing over the shipped model: held-out
+  0.38 for the previous recipe. The full run (27 min 33 s) kept few-shot (demo grid: 0.56
+  zero-shot, 0.57–0.61 with 4 or 8 demonstrations) but gained nothing over it: held-out
   zero-shot generation 0.59 [0.53, 0.65], attribute 0.55, perplexity ranking 0.62. Faster
   early learning in probes did not become a better model at the full budget. Not shipped.
 - What did teach the binding is `WordGrounding`: an auxiliary loss making each shape and
@@ -139,10 +139,10 @@ were met:
 - Spatial relations stayed near chance in every variant probed on top of it (held-out option
   ranking after 2,000 steps unless said; 20 direction questions, chance 0.25, at 0.15–0.45;
   20 yes/no ones at 0.5–0.6): half the batches' focus moved to spatial, action, commonsense and
-  temporal questions (all kinds 0.46, against 0.64 for this recipe); each shape word also taught
-  where the shape named before it lies relative to its own, after the first layer (0.57 and 0.52
-  at weights 1 and 3) or after the second of three layers (0.54 after 3,000); three layers
-  without that (0.55). Shapes are unique in those scenes, so the per-shape positions the words
+  temporal questions (all kinds 0.46, against 0.64 for the shipped recipe); each shape word
+  also taught where the shape named before it lies relative to its own, after the first layer
+  (0.57 and 0.52 at weights 1 and 3) or after the second of three layers (0.54 after 3,000);
+  three layers without that (0.55). Shapes are unique in those scenes, so the per-shape positions the words
   carry are the objects' own.
 """
 
@@ -891,8 +891,9 @@ def look_at_images(model, basis, seed: int, strength: float = IMAGE_PRIOR) -> No
     this way had left it by 2,500. Few runs, but the shipped model is trained once, and this
     costs nothing.
 
-    How: every text embedding gets one shared direction ``u`` (random, of norm `START_NORM`); head 0's query reads ``u`` and its key (shared by its grouped-query group)
-    reads the image constant's direction of ``basis``, both in the rotary pair of lowest
+    How: every text embedding gets one shared direction ``u`` (random, of norm `START_NORM`);
+    head 0's query reads ``u`` and its key (shared by its grouped-query group) reads the image
+    constant's direction of ``basis``, both in the rotary pair of lowest
     frequency, which position barely turns. ``u`` is drawn with ``seed``, as ``basis`` is, so
     it is not orthogonal to it: for seed 0 its projection on the image constant is 0.12, which
     leaves text keys small but not zero there (text-to-text scores about 2.5 against 20.6 for
@@ -956,10 +957,10 @@ def look_at_words(model, tokenizer, basis, seed: int, strength: float = WORD_PRI
     position's attention (0.00). On its own this start did not last (the heads ended on the
     listed options, and a full run gained nothing); with `WordGrounding` giving the words
     something worth fetching it does (see the module docstring). Each word set gets its own
-    direction, orthogonal to ``basis`` and the text direction, added (norm 0.3) to its words'
-    embeddings (with and without a leading space, lower case: how questions and options write
-    them; `WordGrounding` also takes capitalised ones, which start sentences of captions and
-    rationales); the head's key reads it.
+    direction, orthogonal to ``basis`` and the text direction, added (norm `START_NORM`) to its
+    words' embeddings (with and without a leading space, lower case: how questions and options
+    write them; `WordGrounding` also takes capitalised ones, which start sentences of captions
+    and rationales); the head's key reads it.
     """
     import torch
 
