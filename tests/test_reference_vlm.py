@@ -178,6 +178,54 @@ def test_the_fitted_connector_reads_out_every_patch_and_adds_up_its_cell(small_v
     assert torch.allclose(read_features(model, pixels, basis), features.sum(1), rtol=1e-3, atol=5e-2)
 
 
+def test_with_one_token_an_image_the_connector_writes_positions_from_where_the_patches_are(tmp_path):
+    """A shape's ``x``/``y`` in the token is its share of each patch times that patch's centre,
+    added up: exact when the tower reads shares linearly, though positions themselves are not
+    linear in the tower's output (so the tower's own read-out could not give them)."""
+    import torch
+
+    from mmctx.data.shapes import SHAPES
+    from mmctx.reference.vlm import (
+        build_shapes_tokenizer,
+        build_shapes_vlm,
+        feature_basis,
+        fit_connector,
+        image_tokens,
+        load_for_training,
+        patch_states,
+        token_scale,
+    )
+
+    one = Architecture(**{**SMALL.__dict__, "scale_factor": 12})
+    assert one.image_tokens == 1
+    path = build_shapes_vlm(tmp_path / "m", build_shapes_tokenizer(["a red circle", "blue star"]), one, seed=0)
+    model, _, _ = load_for_training(path)
+    model.eval()
+    torch.manual_seed(0)
+    pixels = torch.rand(40, 3, 96, 96) * 2 - 1
+    states = patch_states(model, pixels)
+    features = states @ torch.randn(states.shape[-1], len(feature_names()))
+    centre = (torch.arange(12) + 0.5) / 12 * 2 - 1
+    across, down = centre.repeat(12), centre.repeat_interleave(12)  # patch p's centre, row-major
+    names = feature_names()
+    for shape in SHAPES:
+        share = features[..., names.index(f"{shape} count")]
+        features[..., names.index(f"{shape} x")] = share * across
+        features[..., names.index(f"{shape} y")] = share * down
+    basis = feature_basis(one.hidden, 0)
+    fit_connector(model, pixels, features, basis)
+    written = image_tokens(model, pixels)[:, 0] @ basis / token_scale(144)
+    assert torch.allclose(written, features.sum(1), rtol=1e-3, atol=5e-2)
+    x = names.index("star x")
+    assert written[:, x].abs().max() > 1  # not a column the test leaves near zero
+    torch.nn.init.normal_(model.model.connector.modality_projection.proj.weight)
+    from mmctx.reference.vlm import least_squares_readout
+
+    readout = least_squares_readout(model, pixels, features)  # what every slot used to get
+    summed = (states @ readout).sum(1)
+    assert (summed[:, x] - features.sum(1)[:, x]).abs().mean() > 0.5
+
+
 def test_written_tokens_count_objects_beside_the_image_constant(small_vlm):
     """Over real scenes, the pairs an image's token carries add up to its number of objects
     (each counted once, whatever its size), and the constant to `IMAGE_CONSTANT`."""
