@@ -218,12 +218,37 @@ def test_with_one_token_an_image_the_connector_writes_positions_from_where_the_p
     assert torch.allclose(written, features.sum(1), rtol=1e-3, atol=5e-2)
     x = names.index("star x")
     assert written[:, x].abs().max() > 1  # not a column the test leaves near zero
-    torch.nn.init.normal_(model.model.connector.modality_projection.proj.weight)
     from mmctx.reference.vlm import least_squares_readout
 
     readout = least_squares_readout(model, pixels, features)  # what every slot used to get
     summed = (states @ readout).sum(1)
     assert (summed[:, x] - features.sum(1)[:, x]).abs().mean() > 0.5
+
+
+def test_a_shapes_share_times_its_patches_centres_is_where_the_scene_puts_it(small_vlm):
+    """The sum `_position_slots` writes (each patch's share of a shape times the patch's centre)
+    is the shape's position as `patch_features` states it, on real scenes (multi-frame strips
+    too), within half a patch an object (a triangle's drawn outline sits off its centre)."""
+    import torch
+
+    from mmctx.data.shapes import SHAPES
+
+    bench, _ = small_vlm
+    centre = (torch.arange(12) + 0.5) / 12 * 2 - 1
+    across, down = centre.repeat(12), centre.repeat_interleave(12)  # row-major, as the tower sees patches
+    names = feature_names()
+    checked = 0
+    for sample in list(bench.queries) + list(bench.demos):
+        t = patch_features(sample.meta, 96, 8)
+        for shape in SHAPES:
+            share = t[:, names.index(f"{shape} count")]
+            if share.sum() < 0.5:
+                continue
+            checked += 1
+            half_a_patch = float(share.sum()) / 12  # positions add up over a shape's objects
+            assert float(share @ across) == pytest.approx(_feature(t, f"{shape} x"), abs=half_a_patch)
+            assert float(share @ down) == pytest.approx(_feature(t, f"{shape} y"), abs=half_a_patch)
+    assert checked > 50
 
 
 def test_written_tokens_count_objects_beside_the_image_constant(small_vlm):

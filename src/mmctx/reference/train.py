@@ -131,9 +131,14 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
         "pair, shape and size covering "
         f"most of it; cross-entropy), then for {m['linear_steps']} more steps also to make the scene features a "
         "linear function of its output (a linear head regressing them beside the cross-entropy), and a "
-        "least-squares read-out of its patch states becomes the connector (except for positions: where a "
-        "shape is comes from which of the connector's patch slots its share is in), "
-        f"so the image tokens carry the image's {m['scene_features']} scene features (how many objects of each "
+        "least-squares read-out of its patch states becomes the connector"
+        + (
+            " (except for positions: where a shape is comes from which of the connector's patch slots its share "
+            "is in), "
+            if m["architecture"]["image_tokens"] == 1
+            else ", "
+        )
+        + f"so the image tokens carry the image's {m['scene_features']} scene features (how many objects of each "
         "colour–shape and size–shape pair, how many of each shape and where, the shapes arrows start and "
         "end at; each object counted once whatever its size) along "
         f"fixed directions, beside a constant of {m['image_constant']:g} that keeps counts from being "
