@@ -160,7 +160,7 @@ were met:
   and y with held-out R² 0.17 and -0.15, and the rule above named 13 of 40 relations. The
   connector sees each patch in a slot of its own, so `_position_slots` writes the positions
   from where the shape's share is (0.98 and 0.97 after refitting only the connector).
-- On those tokens, probes (as above, 3,000 steps, held-out ranking over the 21 kinds) still
+- On the new tokens, probes (as above, 3,000 steps, held-out ranking over the 21 kinds) still
   left relation questions at chance: the shipped recipe 0.57–0.61; with each shape word
   also taught the mean position of the shape words so far (so that the question's first and
   second shapes differ in what an average over them gives) and a head of the second layer
