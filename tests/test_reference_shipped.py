@@ -138,3 +138,42 @@ def test_the_shipped_vlm_answers_unseen_shapes_world_questions_from_the_image(tm
     assert accuracy("object_recognition") >= 0.8 and accuracy("plurality") >= 0.8
     assert accuracy("attribute_recognition") >= 0.8, accuracy("attribute_recognition")
     assert accuracy("counting") >= chance("counting") + 0.3, (accuracy("counting"), chance("counting"))
+
+
+def test_the_shipped_vlms_image_token_says_where_each_shape_is(tmp_path):
+    """What the README claims of `_position_slots`: read back from the shipped model's image
+    tokens on unseen single-frame scenes, each shape's position follows the truth (measured
+    here 0.99 for x and y over 130 shapes; the tower's own read-out, before, gave 0.38)."""
+    import torch
+
+    from mmctx.data.shapes import SHAPES
+    from mmctx.data.shapes.pool import generate_pool
+    from mmctx.reference.vlm import (
+        Renderer,
+        feature_basis,
+        feature_names,
+        load_for_training,
+        patch_features,
+        read_features,
+    )
+
+    model, processor, adapter = load_for_training(shipped("shapes-vlm"))
+    model.eval()
+    metrics = json.loads((shipped("shapes-vlm") / "metrics.json").read_text())
+    scenes = [s for s in generate_pool(tmp_path, 6, seed=5) if len(s.meta["frames"]) == 1]
+    renderer = Renderer(processor, adapter, tmp_path)
+    pixels = torch.stack([renderer.pixel_values(str(tmp_path / s.images[0])) for s in scenes])
+    read = read_features(model, pixels, feature_basis(model.config.text_config.hidden_size, metrics["seed"]))
+    names = feature_names()
+    pairs = {"x": [], "y": []}
+    for scene, got in zip(scenes, read):
+        truth = patch_features(scene.meta, 96, 8).sum(0)
+        for shape in SHAPES:
+            if float(truth[names.index(f"{shape} count")]) == 1:
+                for axis, seen in pairs.items():
+                    column = names.index(f"{shape} {axis}")
+                    seen.append((float(got[column]), float(truth[column])))
+    assert len(pairs["x"]) > 50
+    for axis, seen in pairs.items():
+        correlation = np.corrcoef(np.array(seen).T)[0, 1]
+        assert correlation > 0.9, (axis, correlation)

@@ -356,26 +356,35 @@ def test_the_linear_phase_makes_the_features_a_linear_function_of_the_tower_outp
     assert readout_error(model) < 0.8 * readout_error(classes_only), (readout_error(model), readout_error(classes_only))
 
 
-def test_cached_image_tokens_give_the_loss_the_model_computes_from_pixels(small_vlm):
-    import torch
-
-    from mmctx.reference.vlm import (
-        Renderer,
-        cached_image_tokens,
-        collate,
-        forward_cached,
-        load_for_training,
-        reply_loss,
-    )
+def _for_evaluation(small_vlm):
+    """The small VLM loaded in eval mode with a renderer over its benchmark: (bench, model, processor, renderer)."""
+    from mmctx.reference.vlm import Renderer, load_for_training
 
     bench, path = small_vlm
     model, processor, adapter = load_for_training(path)
     model.eval()
-    renderer = Renderer(processor, adapter, bench.root)
+    return bench, model, processor, Renderer(processor, adapter, bench.root)
+
+
+def _cached(model, renderer, paths):
+    """`cached_image_tokens` of ``paths``, rendered as the trainer renders them."""
+    import torch
+
+    from mmctx.reference.vlm import cached_image_tokens
+
+    return cached_image_tokens(model, list(paths), torch.stack([renderer.pixel_values(p) for p in paths]))
+
+
+def test_cached_image_tokens_give_the_loss_the_model_computes_from_pixels(small_vlm):
+    import torch
+
+    from mmctx.reference.vlm import collate, forward_cached, reply_loss
+
+    bench, model, processor, renderer = _for_evaluation(small_vlm)
     queries = list(bench.queries)[:3]
     batch = [renderer.render(q, bench.demos_for(q, "random", i), "text", seed=i) for i, q in enumerate(queries)]
     paths = sorted({p for c in batch for p in c.images})
-    images = cached_image_tokens(model, paths, torch.stack([renderer.pixel_values(p) for p in paths]))
+    images = _cached(model, renderer, paths)
     ids, mask, weights, tokens = collate(batch, images, processor.tokenizer.pad_token_id)
     with torch.no_grad():
         cached = reply_loss(forward_cached(model, ids, mask, tokens, renderer.image_id).logits, ids, weights)
@@ -430,13 +439,10 @@ def test_look_at_images_starts_a_head_on_the_image_tokens(small_vlm):
     reply position's attention; before it, about their share of the prompt."""
     import torch
 
-    from mmctx.reference.vlm import Renderer, collate, feature_basis, load_for_training, look_at_images, token_scale
+    from mmctx.reference.vlm import collate, feature_basis, look_at_images, token_scale
 
-    bench, path = small_vlm
-    model, processor, adapter = load_for_training(path)
+    bench, model, processor, renderer = _for_evaluation(small_vlm)
     model.set_attn_implementation("eager")  # attention weights are returned by the eager kernel
-    model.eval()
-    renderer = Renderer(processor, adapter, bench.root)
     query = list(bench.queries)[0]
     conv = renderer.render(query, [], "text", seed=0)
     basis = feature_basis(SMALL.hidden, 0)
@@ -471,20 +477,15 @@ def test_look_at_words_starts_heads_on_the_questions_shape_word_and_the_listed_c
     import torch
 
     from mmctx.reference.vlm import (
-        Renderer,
         collate,
         feature_basis,
-        load_for_training,
         look_at_images,
         look_at_words,
         token_scale,
     )
 
-    bench, path = small_vlm
-    model, processor, adapter = load_for_training(path)
+    bench, model, processor, renderer = _for_evaluation(small_vlm)
     model.set_attn_implementation("eager")  # attention weights are returned by the eager kernel
-    model.eval()
-    renderer = Renderer(processor, adapter, bench.root)
     query = next(q for q in [*bench.queries, *bench.demos] if q.meta["query"]["kind"] == "colour_of_shape")
     conv = renderer.render(query, [], "text", seed=0)
     basis = feature_basis(SMALL.hidden, 0)
@@ -625,21 +626,11 @@ def test_the_grounded_hidden_state_is_the_first_layers_output(small_vlm):
     second layer's heads fetch from, as the card and docstrings say."""
     import torch
 
-    from mmctx.reference.vlm import (
-        GROUNDED_LAYER,
-        Renderer,
-        cached_image_tokens,
-        collate,
-        forward_cached,
-        load_for_training,
-    )
+    from mmctx.reference.vlm import GROUNDED_LAYER, collate, forward_cached
 
-    bench, path = small_vlm
-    model, processor, adapter = load_for_training(path)
-    model.eval()
-    renderer = Renderer(processor, adapter, bench.root)
+    bench, model, processor, renderer = _for_evaluation(small_vlm)
     conv = renderer.render(bench.queries[0], [], "text", seed=0)
-    images = cached_image_tokens(model, list(conv.images), torch.stack([renderer.pixel_values(p) for p in conv.images]))
+    images = _cached(model, renderer, conv.images)
     ids, mask, _, tokens = collate([conv], images, processor.tokenizer.pad_token_id)
     seen = []
     layers = model.model.text_model.layers
