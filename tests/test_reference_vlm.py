@@ -147,6 +147,40 @@ def test_training_conversations_are_what_the_hf_backend_sees(small_vlm, shots, s
     assert len(conv.images) == shots + 1
 
 
+def test_stage_two_turns_to_spatial_relations_alone_then_keeps_them_frequent():
+    from mmctx.reference.vlm import CURRICULUM, Phase, mixture_at
+
+    base = Mixture(tokens_per_batch=999)
+    sources = [(m.focus, m.relations) for m in (mixture_at(step, 10, base, CURRICULUM) for step in range(10))]
+    assert sources == [(0.5, 0.0)] * 6 + [(0.0, 1.0)] + [(0.35, 0.3)] * 3
+    assert mixture_at(0, 10, base, CURRICULUM).tokens_per_batch == 999  # only the sources change
+    assert mixture_at(5, 10, base, [Phase(0.5, focus=0.0)]) == base  # past the last phase: the base mixture
+
+
+def test_a_batchs_queries_come_from_the_relation_tasks_as_often_as_the_mixture_says(small_vlm):
+    import random
+
+    from mmctx.reference.vlm import RELATION_TASKS, Renderer, draw_batch, load_for_training
+
+    bench, path = small_vlm
+    _, processor, adapter = load_for_training(path)
+    renderer = Renderer(processor, adapter, bench.root)
+    task_of = {str((bench.root / s.images[0]).resolve()): s.task for s in [*bench.queries, *bench.demos]}
+
+    def query_tasks(mixture, batches):
+        rng = random.Random(0)
+        return [task_of[c.images[-1]] for _ in range(batches) for c in draw_batch(rng, bench, renderer, mixture)]
+
+    alone = query_tasks(Mixture(focus=0.0, relations=1.0, tokens_per_batch=400), 5)
+    assert set(alone) == set(RELATION_TASKS)
+    def share(relations):
+        tasks = query_tasks(Mixture(focus=0.0, relations=relations, tokens_per_batch=400), 40)
+        return sum(t in RELATION_TASKS for t in tasks) / len(tasks), len(set(tasks))
+
+    (without, _), (with_them, tasks) = share(0.0), share(0.3)
+    assert without < 0.25 and with_them > without + 0.2 and tasks > 5  # the rest still from every task
+
+
 def test_the_fitted_connector_reads_out_every_patch_and_adds_up_its_cell(small_vlm):
     import torch
 

@@ -97,6 +97,22 @@ def folder_megabytes(path: Path) -> float:
     return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) / 1e6
 
 
+def _curriculum(m: dict) -> str:
+    """Stage 2's phases in words: where its queries come from, and for how many steps."""
+    parts, start = [], 0
+    for phase in m["curriculum"]:
+        end = round(phase["until"] * m["steps"])
+        if phase["relations"] >= 1:
+            sources = f"only {', '.join(m['relation_tasks'])}"
+        else:
+            sources = f"{phase['focus']:.0%} {', '.join(m['focus_tasks'])}"
+            if phase["relations"]:
+                sources += f", {phase['relations']:.0%} {', '.join(m['relation_tasks'])}"
+        parts.append(f"steps {start + 1}–{end}: {sources}")
+        start = end
+    return "; ".join(parts)
+
+
 def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> str:
     arch = m["architecture"]
     text = [
@@ -155,7 +171,9 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
         "asking for a letter, the option's text or a rationale. The loss is on the query's reply, which is always "
         "the correct option's **text** (after the scene-graph rationale when CoT is asked for), never a letter: "
         "the extractor maps it to its option (rule `option_text`, or `answer_marker` after a rationale). "
-        f"{m['mixture']['focus']:.0%} of the queries come from {', '.join(m['focus_tasks'])}. Heads 0, 1 and 2 "
+        f"Where the queries come from ({_curriculum(m)}; the rest from every task): spatial relations stay on "
+        "their plateau while they are a few percent of the queries, and were learnt after a stretch of them alone. "
+        "Heads 0, 1 and 2 "
         "of the first layer start out attending to image tokens, shape words and colour words "
         f"(`look_at_images`, strength {m['image_prior']:g}; `look_at_words`, {m['word_prior']:g}), so the model "
         "does not idle on its no-information plateau; from there they are learnt like everything else. In "
