@@ -173,6 +173,7 @@ def test_a_batchs_queries_come_from_the_relation_tasks_as_often_as_the_mixture_s
 
     alone = query_tasks(Mixture(focus=0.0, relations=1.0, tokens_per_batch=400), 5)
     assert set(alone) == set(RELATION_TASKS)
+
     def share(relations):
         tasks = query_tasks(Mixture(focus=0.0, relations=relations, tokens_per_batch=400), 40)
         return sum(t in RELATION_TASKS for t in tasks) / len(tasks), len(set(tasks))
