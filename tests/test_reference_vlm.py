@@ -158,9 +158,10 @@ def test_stage_two_turns_to_spatial_relations_alone_then_keeps_them_frequent():
 
 
 def test_a_batchs_queries_come_from_the_relation_tasks_as_often_as_the_mixture_says(small_vlm):
+    import dataclasses
     import random
 
-    from mmctx.reference.vlm import RELATION_TASKS, Renderer, draw_batch, load_for_training
+    from mmctx.reference.vlm import FOCUS_TASKS, RELATION_TASKS, Renderer, draw_batch, load_for_training
 
     bench, path = small_vlm
     _, processor, adapter = load_for_training(path)
@@ -174,12 +175,22 @@ def test_a_batchs_queries_come_from_the_relation_tasks_as_often_as_the_mixture_s
     alone = query_tasks(Mixture(focus=0.0, relations=1.0, tokens_per_batch=400), 5)
     assert set(alone) == set(RELATION_TASKS)
 
-    def share(relations):
-        tasks = query_tasks(Mixture(focus=0.0, relations=relations, tokens_per_batch=400), 40)
-        return sum(t in RELATION_TASKS for t in tasks) / len(tasks), len(set(tasks))
+    def shares(focus, relations):
+        tasks = query_tasks(Mixture(focus=focus, relations=relations, tokens_per_batch=400), 40)
+        return [sum(t in which for t in tasks) / len(tasks) for which in (FOCUS_TASKS, RELATION_TASKS)], set(tasks)
 
-    (without, _), (with_them, tasks) = share(0.0), share(0.3)
-    assert without < 0.25 and with_them > without + 0.2 and tasks > 5  # the rest still from every task
+    (_, without), _ = shares(0.35, 0.0)
+    (focus, with_them), tasks = shares(0.35, 0.3)  # stage 2's last phase
+    assert without < 0.25 and with_them > without + 0.2 and focus > 0.3 and len(tasks) > 5
+    others = dataclasses.replace(
+        bench,
+        queries=[q for q in bench.queries if q.task not in RELATION_TASKS],
+        demos=[d for d in bench.demos if d.task not in RELATION_TASKS],
+    )
+    with pytest.raises(ValueError, match="spatial_relations"):  # a share the benchmark cannot give
+        draw_batch(random.Random(0), others, renderer, Mixture(relations=0.1))
+    with pytest.raises(ValueError, match="shares"):
+        Mixture(focus=0.8, relations=0.3)
 
 
 def test_the_fitted_connector_reads_out_every_patch_and_adds_up_its_cell(small_vlm):

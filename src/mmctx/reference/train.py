@@ -98,18 +98,24 @@ def folder_megabytes(path: Path) -> float:
 
 
 def _curriculum(m: dict) -> str:
-    """Stage 2's phases in words: where its queries come from, and for how many steps."""
+    """Stage 2's phases in words: where its queries come from, and for which steps."""
+    from mmctx.reference.vlm import Phase, phase_ends
+
+    phases = [Phase(**phase) for phase in m["curriculum"]]
     parts, start = [], 0
-    for phase in m["curriculum"]:
-        end = round(phase["until"] * m["steps"])
-        if phase["relations"] >= 1:
+    for phase, end in zip(phases, phase_ends(m["steps"], phases)):
+        if end <= start:
+            continue  # empty in a short run
+        if phase.relations >= 1:
             sources = f"only {', '.join(m['relation_tasks'])}"
         else:
-            sources = f"{phase['focus']:.0%} {', '.join(m['focus_tasks'])}"
-            if phase["relations"]:
-                sources += f", {phase['relations']:.0%} {', '.join(m['relation_tasks'])}"
+            sources = f"{phase.focus:.0%} {', '.join(m['focus_tasks'])}"
+            if phase.relations:
+                sources += f", {phase.relations:.0%} {', '.join(m['relation_tasks'])}"
         parts.append(f"steps {start + 1}–{end}: {sources}")
         start = end
+    if start < m["steps"]:
+        parts.append(f"steps {start + 1}–{m['steps']}: {m['mixture']['focus']:.0%} {', '.join(m['focus_tasks'])}")
     return "; ".join(parts)
 
 
