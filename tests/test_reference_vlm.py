@@ -157,6 +157,30 @@ def test_stage_two_turns_to_spatial_relations_alone_then_keeps_them_frequent():
     assert mixture_at(5, 10, base, [Phase(0.5, focus=0.0)]) == base  # past the last phase: the base mixture
 
 
+@pytest.mark.parametrize("steps", [10, 4, 3])
+def test_the_card_names_the_steps_each_source_was_drawn_for(steps):
+    """The card's phase ranges are the steps `mixture_at` gives each phase, also in short runs
+    where a phase is empty or its end is not a whole step."""
+    from dataclasses import asdict
+
+    from mmctx.reference.train import _curriculum
+    from mmctx.reference.vlm import CURRICULUM, Phase, mixture_at
+
+    curriculum = [*CURRICULUM[:2], Phase(0.9, focus=0.35, relations=0.3)]  # leaves a tail to the base mixture
+    metrics = {"steps": steps, "mixture": asdict(Mixture()), "curriculum": [asdict(p) for p in curriculum]}
+    card = _curriculum({**metrics, "focus_tasks": ["F"], "relation_tasks": ["R"]})
+    said = {}
+    for part in card.split("; "):
+        span, sources = part.split(": ")
+        first, last = map(int, span.removeprefix("steps ").split("–"))
+        said.update({step: sources for step in range(first - 1, last)})
+
+    def words(m):
+        return "only R" if m.relations == 1 else f"{m.focus:.0%} F" + (f", {m.relations:.0%} R" if m.relations else "")
+
+    assert said == {step: words(mixture_at(step, steps, Mixture(), curriculum)) for step in range(steps)}
+
+
 def test_a_batchs_queries_come_from_the_relation_tasks_as_often_as_the_mixture_says(small_vlm):
     import dataclasses
     import random
@@ -237,6 +261,7 @@ def test_with_one_token_an_image_the_connector_writes_positions_from_where_the_p
         feature_basis,
         fit_connector,
         image_tokens,
+        least_squares_readout,
         load_for_training,
         patch_states,
         token_scale,
@@ -264,8 +289,6 @@ def test_with_one_token_an_image_the_connector_writes_positions_from_where_the_p
     assert torch.allclose(written, features.sum(1), rtol=1e-3, atol=5e-2)
     x = names.index("star x")
     assert written[:, x].abs().max() > 1  # not a column the test leaves near zero
-    from mmctx.reference.vlm import least_squares_readout
-
     readout = least_squares_readout(model, pixels, features)  # what every slot used to get
     summed = (states @ readout).sum(1)
     assert (summed[:, x] - features.sum(1)[:, x]).abs().mean() > 0.5

@@ -98,14 +98,16 @@ def folder_megabytes(path: Path) -> float:
 
 
 def _curriculum(m: dict) -> str:
-    """Stage 2's phases in words: where its queries come from, and for which steps."""
+    """Stage 2's phases in words: where its queries come from, and for which steps (`mixture_at`'s
+    boundaries; past the last phase, the base mixture's sources)."""
     from mmctx.reference.vlm import Phase, phase_ends
 
-    phases = [Phase(**phase) for phase in m["curriculum"]]
+    base = Phase(1.0, focus=m["mixture"]["focus"], relations=m["mixture"]["relations"])
+    phases = [*(Phase(**phase) for phase in m["curriculum"]), base]
     parts, start = [], 0
     for phase, end in zip(phases, phase_ends(m["steps"], phases)):
         if end <= start:
-            continue  # empty in a short run
+            continue  # empty (a short run, or nothing past the last phase)
         if phase.relations >= 1:
             sources = f"only {', '.join(m['relation_tasks'])}"
         else:
@@ -114,8 +116,6 @@ def _curriculum(m: dict) -> str:
                 sources += f", {phase.relations:.0%} {', '.join(m['relation_tasks'])}"
         parts.append(f"steps {start + 1}–{end}: {sources}")
         start = end
-    if start < m["steps"]:
-        parts.append(f"steps {start + 1}–{m['steps']}: {m['mixture']['focus']:.0%} {', '.join(m['focus_tasks'])}")
     return "; ".join(parts)
 
 

@@ -916,11 +916,10 @@ class Phase:
 # long as they are a few percent of the queries: comparing two fetched words' positions pays off
 # only once heads and read-out change together. Continuing the previous shipped model with stage
 # 2's batches (a development script): 1,500 steps with them at 30% of the queries left them at
-# 0.20–0.45; 1,000
-# steps of them alone took held-out "where is A relative to B?" from 0.25 to 0.90 (yes/no 0.50 →
-# 0.75) at a cost elsewhere (all kinds 0.76 → 0.62), and 1,000 more at 30% restored the rest
-# (0.74–0.82) and kept them (1.00 and 0.85). The lone stretch comes while the learning rate is
-# still high.
+# 0.20–0.45; 1,000 steps of them alone took held-out "where is A relative to B?" from 0.25 to
+# 0.90 (yes/no 0.50 → 0.75) at a cost elsewhere (all kinds 0.76 → 0.62), and 1,000 more at 30%
+# restored the rest (0.74–0.82) and kept them (1.00 and 0.85). The lone stretch comes while the
+# learning rate is still high.
 CURRICULUM = (Phase(0.6, focus=0.5), Phase(0.7, focus=0.0, relations=1.0), Phase(1.0, focus=0.35, relations=0.3))
 
 
