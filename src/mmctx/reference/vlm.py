@@ -56,7 +56,8 @@ names the shape that disappeared for 0.78 of 40 held-out queries, and one of the
 alone its next edge for 0.75 (a development script). The language model answers them near
 chance. Commonsense asks for a comparison among three shapes (which is closer to a third,
 which is nearest an edge). Drilled with more scenes, the shipped model, continued, learnt
-temporal (0.26 → 0.51) and a little commonsense (0.36 → 0.43); a full run did not (below).
+temporal (0.26 → 0.51) and a little commonsense (0.36 → 0.43); inside a full run the stretch
+did not, and a restart after it did only at the cost of attribute recognition (below).
 Action fails on the vision side: read back from the image tokens, the shape an arrow starts at (ends at) is
 the right one in 42% (40%) of 52 held-out arrow scenes (a development script), no better than a
 guess between the two shapes. Making each patch's arrow role (its object is where an arrow
