@@ -4,6 +4,7 @@ them, scene labels for the vision pre-stage, and a few training steps that save 
 from __future__ import annotations
 
 import copy
+import json
 import math
 
 import pytest
@@ -148,44 +149,64 @@ def test_training_conversations_are_what_the_hf_backend_sees(small_vlm, shots, s
 
 
 def test_stage_two_turns_to_spatial_relations_alone_then_keeps_them_frequent():
-    from mmctx.reference.vlm import CURRICULUM, Phase, mixture_at
+    from mmctx.reference.vlm import CURRICULUM, DRILLED, RESTART, SPATIAL_TASKS, Phase, mixture_at
 
     base = Mixture(tokens_per_batch=999)
-    sources = [(m.focus, m.relations) for m in (mixture_at(step, 10, base, CURRICULUM) for step in range(10))]
-    assert sources == [(0.5, 0.0)] * 6 + [(0.0, 1.0)] + [(0.35, 0.3)] * 3
+    drawn = [mixture_at(step, 10, base, CURRICULUM) for step in range(10)]
+    assert [(m.focus, m.drill) for m in drawn] == [(0.5, 0.0)] * 6 + [(0.0, 1.0)] + [(0.35, 0.3)] * 3
+    assert {m.drill_tasks for m in drawn} == {SPATIAL_TASKS}
     assert mixture_at(0, 10, base, CURRICULUM).tokens_per_batch == 999  # only the sources change
     assert mixture_at(5, 10, base, [Phase(0.5, focus=0.0)]) == base  # past the last phase: the base mixture
+    restart = [mixture_at(step, 10, base, RESTART) for step in range(10)]
+    assert [(m.focus, m.drill) for m in restart] == [(0.25, 0.5)] * 6 + [(0.35, 0.3)] * 4
+    assert {m.drill_tasks for m in restart} == {DRILLED}
 
 
-@pytest.mark.parametrize("steps", [10, 4, 3])
-def test_the_card_names_the_steps_each_source_was_drawn_for(steps):
-    """The card's phase ranges are the steps `mixture_at` gives each phase, also in short runs
-    where a phase is empty or its end is not a whole step."""
-    from dataclasses import asdict
-
-    from mmctx.reference.train import _curriculum
-    from mmctx.reference.vlm import CURRICULUM, Phase, mixture_at
-
-    curriculum = [*CURRICULUM[:2], Phase(0.9, focus=0.35, relations=0.3)]  # leaves a tail to the base mixture
-    metrics = {"steps": steps, "mixture": asdict(Mixture()), "curriculum": [asdict(p) for p in curriculum]}
-    card = _curriculum({**metrics, "focus_tasks": ["F"], "relation_tasks": ["R"]})
+def _card_sources(card: str) -> dict[int, str]:
+    """Step (from 0) → the sources the card's curriculum text names for it."""
     said = {}
     for part in card.split("; "):
         span, sources = part.split(": ")
         first, last = map(int, span.removeprefix("steps ").split("–"))
         said.update({step: sources for step in range(first - 1, last)})
-
-    def words(m):
-        return "only R" if m.relations == 1 else f"{m.focus:.0%} F" + (f", {m.relations:.0%} R" if m.relations else "")
-
-    assert said == {step: words(mixture_at(step, steps, Mixture(), curriculum)) for step in range(steps)}
+    return said
 
 
-def test_a_batchs_queries_come_from_the_relation_tasks_as_often_as_the_mixture_says(small_vlm):
+def _in_words(m: Mixture) -> str:
+    drilled = ", ".join(m.drill_tasks)
+    return f"only {drilled}" if m.drill == 1 else f"{m.focus:.0%} F" + (f", {m.drill:.0%} {drilled}" if m.drill else "")
+
+
+@pytest.mark.parametrize("steps", [10, 4, 3])
+def test_the_card_names_the_steps_each_source_was_drawn_for(steps):
+    """The card's phase ranges are the steps `mixture_at` gives each phase, also in short runs
+    where a phase is empty or its end is not a whole step; the restart's continue the count."""
+    from dataclasses import asdict
+
+    from mmctx.reference.train import _curriculum
+    from mmctx.reference.vlm import CURRICULUM, RESTART, Phase, mixture_at
+
+    curriculum = [*CURRICULUM[:2], Phase(0.9, focus=0.35, drill=0.3)]  # leaves a tail to the base mixture
+    metrics = {
+        "steps": steps,
+        "restart_steps": steps + 1,
+        "mixture": asdict(Mixture()),
+        "curriculum": [asdict(p) for p in curriculum],
+        "restart": [asdict(p) for p in RESTART],
+        "focus_tasks": ["F"],
+    }
+    metrics = json.loads(json.dumps(metrics))  # as metrics.json gives them back (tuples become lists)
+    said = _card_sources(_curriculum(metrics))
+    assert said == {step: _in_words(mixture_at(step, steps, Mixture(), curriculum)) for step in range(steps)}
+    said = _card_sources(_curriculum(metrics, "restart"))
+    assert said == {steps + s: _in_words(mixture_at(s, steps + 1, Mixture(), RESTART)) for s in range(steps + 1)}
+
+
+def test_a_batchs_queries_come_from_the_drilled_tasks_as_often_as_the_mixture_says(small_vlm):
     import dataclasses
     import random
 
-    from mmctx.reference.vlm import FOCUS_TASKS, RELATION_TASKS, Renderer, draw_batch, load_for_training
+    from mmctx.reference.vlm import DRILLED, FOCUS_TASKS, SPATIAL_TASKS, Renderer, draw_batch, load_for_training
 
     bench, path = small_vlm
     _, processor, adapter = load_for_training(path)
@@ -196,25 +217,51 @@ def test_a_batchs_queries_come_from_the_relation_tasks_as_often_as_the_mixture_s
         rng = random.Random(0)
         return [task_of[c.images[-1]] for _ in range(batches) for c in draw_batch(rng, bench, renderer, mixture)]
 
-    alone = query_tasks(Mixture(focus=0.0, relations=1.0, tokens_per_batch=400), 5)
-    assert set(alone) == set(RELATION_TASKS)
+    alone = query_tasks(Mixture(focus=0.0, drill=1.0, tokens_per_batch=400), 5)
+    assert set(alone) == set(SPATIAL_TASKS)
+    everything_drilled = Mixture(focus=0.0, drill=1.0, drill_tasks=DRILLED, tokens_per_batch=400)
+    assert set(query_tasks(everything_drilled, 10)) == set(DRILLED)
 
-    def shares(focus, relations):
-        tasks = query_tasks(Mixture(focus=focus, relations=relations, tokens_per_batch=400), 40)
-        return [sum(t in which for t in tasks) / len(tasks) for which in (FOCUS_TASKS, RELATION_TASKS)], set(tasks)
+    def shares(focus, drill):
+        tasks = query_tasks(Mixture(focus=focus, drill=drill, tokens_per_batch=400), 40)
+        return [sum(t in which for t in tasks) / len(tasks) for which in (FOCUS_TASKS, SPATIAL_TASKS)], set(tasks)
 
     (_, without), _ = shares(0.35, 0.0)
     (focus, with_them), tasks = shares(0.35, 0.3)  # stage 2's last phase
     assert without < 0.25 and with_them > without + 0.2 and focus > 0.3 and len(tasks) > 5
     others = dataclasses.replace(
         bench,
-        queries=[q for q in bench.queries if q.task not in RELATION_TASKS],
-        demos=[d for d in bench.demos if d.task not in RELATION_TASKS],
+        queries=[q for q in bench.queries if q.task != "temporal"],
+        demos=[d for d in bench.demos if d.task != "temporal"],
     )
-    with pytest.raises(ValueError, match="spatial_relations"):  # a share the benchmark cannot give
-        draw_batch(random.Random(0), others, renderer, Mixture(relations=0.1))
+    with pytest.raises(ValueError, match="lacks temporal"):  # a share the benchmark cannot give in full
+        draw_batch(random.Random(0), others, renderer, Mixture(drill=0.1, drill_tasks=DRILLED))
     with pytest.raises(ValueError, match="shares"):
-        Mixture(focus=0.8, relations=0.3)
+        Mixture(focus=0.8, drill=0.3)
+
+
+def test_zero_shot_batches_draw_drilled_queries_from_the_drill_scenes_too(small_vlm, tmp_path):
+    """The restart's extra scenes are asked in zero-shot batches' drilled share, and only there."""
+    import random
+
+    from mmctx.data.shapes import generate_pool
+    from mmctx.reference.vlm import DRILL_SCENE_TASKS, DRILLED, Renderer, _moved, draw_batch, load_for_training
+
+    bench, path = small_vlm
+    _, processor, adapter = load_for_training(path)
+    renderer = Renderer(processor, adapter, bench.root)
+    drill = _moved(generate_pool(bench.root / "drill-test", 6, seed=5000, tasks=list(DRILL_SCENE_TASKS)), "drill-test")
+    ours = {str((bench.root / s.images[0]).resolve()) for s in drill}
+
+    def asked(mixture, batches=30):
+        rng = random.Random(0)
+        batches = [draw_batch(rng, bench, renderer, mixture, (), drill) for _ in range(batches)]
+        return [c.images[-1] in ours for batch in batches for c in batch]
+
+    drilled = asked(Mixture(zero_shot=1.0, focus=0.0, drill=1.0, drill_tasks=DRILLED, tokens_per_batch=400))
+    assert 0.2 < sum(drilled) / len(drilled) < 0.9  # beside the benchmark's own temporal, commonsense, spatial
+    assert not any(asked(Mixture(zero_shot=1.0, focus=0.5, tokens_per_batch=400)))  # no drill share: never
+    assert not any(asked(Mixture(zero_shot=0.0, focus=0.0, drill=1.0, drill_tasks=DRILLED, tokens_per_batch=400)))
 
 
 def test_the_fitted_connector_reads_out_every_patch_and_adds_up_its_cell(small_vlm):
@@ -472,21 +519,25 @@ def test_cached_image_tokens_give_the_loss_the_model_computes_from_pixels(small_
 def test_a_few_steps_lower_the_loss_and_save_a_loadable_checkpoint(tmp_path):
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
+    from mmctx.data.shapes.tasks import task_formats
     from mmctx.models import load_backend
     from mmctx.models.base import GenerateRequest
     from mmctx.prompts.messages import ImagePart, Message, TextPart
-    from mmctx.reference.vlm import train_shapes_vlm
+    from mmctx.reference.vlm import DRILL_SCENE_TASKS, DRILLED, train_shapes_vlm
 
     m = train_shapes_vlm(
-        tmp_path / "vlm", seed=0, steps=16, vision_steps=4, linear_steps=2, vision_batch=16, queries_per_task=2, pool_per_task=10,
-        vision_pool_per_task=1,
+        tmp_path / "vlm", seed=0, steps=16, restart_steps=4, vision_steps=4, linear_steps=2, vision_batch=16, queries_per_task=2,
+        pool_per_task=10, vision_pool_per_task=1, drill_scenes_per_task=2,
         arch=SMALL, mixture=Mixture(tokens_per_batch=600), lr=3e-3, progress=False, work=tmp_path / "bench",
     )  # fmt: skip
     losses = m["losses"]
-    assert len(losses) == 16 and all(math.isfinite(x) for x in losses)
+    assert len(losses) == 16 + 4 and all(math.isfinite(x) for x in losses)  # the restart's steps follow
     assert len(m["vision_losses"]) == 4 + 2 and all(math.isfinite(x) for x in m["vision_losses"])
     assert m["vision_heldout_scenes"] == 1 and m["vision_scenes"] == m["train_samples"] + 13 - 1
     assert m["zero_shot_extra"] == 13 and m["linear_steps"] == 2
+    assert m["drill_scenes"] == 2 * len(task_formats(list(DRILL_SCENE_TASKS))) and m["drill_seed"] == 5000
+    assert m["restart_steps"] == 4 and tuple(m["restart"][0]["drill_tasks"]) == DRILLED
+    assert (tmp_path / "bench" / "drill" / "images").is_dir()  # generated inside the benchmark, apart from stage 1's
     assert all(m[k] is None or 0 <= m[k] <= 1 for k in ("patch_accuracy", "background_accuracy", "pair_sets_exact"))
     assert sum(losses[-4:]) / 4 < sum(losses[:4]) / 4 - 0.5, losses
     grounding = m["grounding_losses"]  # one a zero-shot step

@@ -97,26 +97,34 @@ def folder_megabytes(path: Path) -> float:
     return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file()) / 1e6
 
 
-def _curriculum(m: dict) -> str:
-    """Stage 2's phases in words: where its queries come from, and for which steps (`mixture_at`'s
-    boundaries; past the last phase, the base mixture's sources)."""
-    from mmctx.reference.vlm import Phase, phase_ends
+def _curriculum(m: dict, part: str = "curriculum") -> str:
+    """Stage 2's phases (``part``: ``"curriculum"``, or ``"restart"`` after it) in words: where its
+    queries come from, and for which steps (`mixture_at`'s boundaries; past the last phase, the
+    base mixture's sources)."""
+    from mmctx.reference.vlm import phase_ends
 
-    base = Phase(1.0, focus=m["mixture"]["focus"], relations=m["mixture"]["relations"])
-    phases = [*(Phase(**phase) for phase in m["curriculum"]), base]
+    steps, offset = (m["steps"], 0) if part == "curriculum" else (m["restart_steps"], m["steps"])
+    phases = [*(_phase(phase) for phase in m[part]), _phase({"until": 1.0, **m["mixture"]})]
     parts, start = [], 0
-    for phase, end in zip(phases, phase_ends(m["steps"], phases)):
+    for phase, end in zip(phases, phase_ends(steps, phases)):
         if end <= start:
             continue  # empty (a short run, or nothing past the last phase)
-        if phase.relations >= 1:
-            sources = f"only {', '.join(m['relation_tasks'])}"
+        if phase.drill >= 1:
+            sources = f"only {', '.join(phase.drill_tasks)}"
         else:
             sources = f"{phase.focus:.0%} {', '.join(m['focus_tasks'])}"
-            if phase.relations:
-                sources += f", {phase.relations:.0%} {', '.join(m['relation_tasks'])}"
-        parts.append(f"steps {start + 1}–{end}: {sources}")
+            if phase.drill:
+                sources += f", {phase.drill:.0%} {', '.join(phase.drill_tasks)}"
+        parts.append(f"steps {offset + start + 1}–{offset + end}: {sources}")
         start = end
     return "; ".join(parts)
+
+
+def _phase(fields: dict):
+    """A `Phase` from its (or a mixture's) fields as metrics.json holds them."""
+    from mmctx.reference.vlm import Phase
+
+    return Phase(fields["until"], fields["focus"], fields["drill"], tuple(fields["drill_tasks"]))
 
 
 def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> str:
@@ -169,7 +177,7 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
         f"of {_share(m['patch_accuracy'])} of covered patches ({_share(m['background_accuracy'])} of the others "
         "as uncovered); read back from the image tokens, the set of colour–shape pairs in an image is exactly "
         f"right for {_share(m['pair_sets_exact'])} of them. Both are frozen afterwards.",
-        f"- Stage 2, {m['steps']} steps of about {m['tokens_per_batch']} tokens, language model only: conversations "
+        f"- Stage 2, {m['steps']} + {m['restart_steps']} steps of about {m['tokens_per_batch']} tokens, language model only: conversations "
         "rendered exactly as `mmctx run` renders them (preset `fewmmbench`, the processor's chat template), "
         f"{m['mixture']['zero_shot']:.0%} zero-shot (asking the training benchmark's queries and demonstrations and "
         f"the {m['zero_shot_extra']} scenes of stage 1's pool alike, so that scenes are not memorised), the "
@@ -179,6 +187,10 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
         "the extractor maps it to its option (rule `option_text`, or `answer_marker` after a rationale). "
         f"Where the queries come from ({_curriculum(m)}; the rest from every task): spatial relations stay on "
         "their plateau while they are a few percent of the queries, and were learnt after a stretch of them alone. "
+        f"Then a restart, {m['restart_steps']} steps with a fresh optimiser at a constant learning rate and the "
+        f"reply's loss alone ({_curriculum(m, 'restart')}; the rest from every task), whose zero-shot drilled "
+        f"queries also ask {m['drill_scenes']} scenes of {', '.join(m['drill_scene_tasks'])} that stage 1 never saw "
+        f"(pool seed {m['drill_seed']}): temporal and commonsense stayed at chance without it. "
         "Heads 0, 1 and 2 "
         "of the first layer start out attending to image tokens, shape words and colour words "
         f"(`look_at_images`, strength {m['image_prior']:g}; `look_at_words`, {m['word_prior']:g}), so the model "
@@ -188,7 +200,8 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
         f"hidden state after {_layers(m['grounded_layer'])} give what the image shows about it (a shape's colours, "
         "sizes, count, position and arrows; a colour's shapes), so the reply has something to fetch from "
         "the question's words.",
-        f"- AdamW, lr {m['lr']}, warm-up then cosine; `torch.manual_seed({m['seed']})` and seeded draws.",
+        f"- AdamW, lr {m['lr']}, warm-up then cosine; the restart's a fresh AdamW at a constant {m['restart_lr']}; "
+        f"`torch.manual_seed({m['seed']})` and seeded draws.",
         f"- Measured training time: {m['train_seconds']:.0f} s for both stages ({m['vision_seconds']:.0f} s stage 1); "
         f"{m['total_seconds']:.0f} s with data generation, on {m['machine']}.",
         "",
@@ -354,6 +367,8 @@ QUICK_VLM = {
     "queries_per_task": 2,
     "pool_per_task": 10,
     "vision_pool_per_task": 1,
+    "restart_steps": 2,
+    "drill_scenes_per_task": 1,
 }
 
 
