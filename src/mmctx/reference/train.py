@@ -124,7 +124,7 @@ def _phase(fields: dict):
     """A `Phase` from its (or a mixture's) fields as metrics.json holds them."""
     from mmctx.reference.vlm import Phase
 
-    return Phase(fields["until"], fields["focus"], fields["drill"], tuple(fields["drill_tasks"]))
+    return Phase(fields["until"], fields["focus"], fields["drill"], fields["drill_tasks"])
 
 
 def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> str:
@@ -190,7 +190,8 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
         f"Then a restart, {m['restart_steps']} steps with a fresh optimiser at a constant learning rate and the "
         f"reply's loss alone ({_curriculum(m, 'restart')}; the rest from every task), whose zero-shot drilled "
         f"queries also ask {m['drill_scenes']} scenes of {', '.join(m['drill_scene_tasks'])} that stage 1 never saw "
-        f"(pool seed {m['drill_seed']}): temporal and commonsense stayed at chance without it. "
+        f"(pool seed {m['drill_seed']}): temporal stayed near chance without them, and commonsense stayed at chance "
+        "even with them. "
         "Heads 0, 1 and 2 "
         "of the first layer start out attending to image tokens, shape words and colour words "
         f"(`look_at_images`, strength {m['image_prior']:g}; `look_at_words`, {m['word_prior']:g}), so the model "

@@ -47,11 +47,10 @@ Perplexity ranking 0.76 [0.73, 0.79] against 0.39 untrained; per task temporal 0
 zero-shot, 0.67–0.72 with 4 or 8). Stage 1 names the colour–shape pair of 98.6% of covered
 held-out patches and reads back 86% of held-out images' pair sets exactly; the image token's
 shape positions correlate 0.98 with the truth on held-out single-frame scenes
-(`_position_slots`; a development script). Time: 1 h 18 min 29 s wall for both models on this
-session's machine, which ran stage 1 (the same computation, the same result, as the previous
-shipped run's 679 s) in 1,833 s, 2.7 times slower; scaled by that ratio, about 29 minutes
-(the previous recipe measured 28 min 58 s for the VLM alone). Not measured on a machine of the
-earlier speed.
+(`_position_slots`; a development script). Time: 1 h 18 min 29 s wall for both models on a
+machine about 2.7 times slower than the previous recipe's (a language-model step took 0.244 s
+against 0.089 s); divided by that, about 29 minutes (the previous recipe measured 28 min 58 s
+for the VLM alone). Not measured on a machine of the earlier speed.
 
 What is left is what one summed image token and two layers make hard. Commonsense asks for a
 comparison among three shapes (which is closer to a third, which is nearest an edge): drilled
@@ -197,7 +196,7 @@ were met:
   to B?" 0.25 → 1.00 at 1,000 steps). With stage 2's own batches: relation questions at 30% of
   the queries left them at 0.20–0.45 for 1,500 steps; alone for 1,000 steps (0.90) and then at
   30% for 1,000 more kept them (1.00, and 0.85 yes/no) and recovered the rest. Hence
-  `CURRICULUM`; its full run is the shipped model. The same stretch of temporal or of
+  `CURRICULUM`; its full run was the shipped model before `RESTART`. The same stretch of temporal or of
   commonsense questions alone (900 steps, then 600 at 40% with spatial ones) moved neither on
   held-out queries (seed 2, 60 a task: disappeared 0.50 → 0.50, moved 0.33 → 0.11;
   closer-to 0.48 → 0.48, closest-to-edge 0.41 → 0.45) while costing the other tasks during the
@@ -960,6 +959,9 @@ class Phase:
     drill: float = 0.0
     drill_tasks: tuple[str, ...] = SPATIAL_TASKS
 
+    def __post_init__(self):
+        object.__setattr__(self, "drill_tasks", tuple(self.drill_tasks))  # a list, from metrics.json
+
 
 # Spatial relations sit on a plateau (every option equally likely, on training queries too) as
 # long as they are a few percent of the queries: comparing two fetched words' positions pays off
@@ -990,7 +992,7 @@ def mixture_at(step: int, steps: int, mixture: Mixture, curriculum: Sequence[Pha
     """``mixture`` with the sources of the phase holding ``step`` of ``steps`` (unchanged past the last)."""
     for phase, end in zip(curriculum, phase_ends(steps, curriculum)):
         if step < end:
-            return replace(mixture, focus=phase.focus, drill=phase.drill, drill_tasks=tuple(phase.drill_tasks))
+            return replace(mixture, focus=phase.focus, drill=phase.drill, drill_tasks=phase.drill_tasks)
     return mixture
 
 
@@ -1299,6 +1301,16 @@ class WordGrounding:
         return found
 
 
+def _pixels(renderer: Renderer, samples: Sequence[Sample]):
+    """The samples' (first) image paths, resolved, and their pixel values stacked."""
+    import torch
+
+    paths = [str((renderer.root / s.images[0]).resolve()) for s in samples]
+    pixels = torch.stack([renderer.pixel_values(p) for p in paths])
+    renderer.pixels.clear()
+    return paths, pixels
+
+
 def _moved(samples: list[Sample], folder: str) -> list[Sample]:
     """``samples`` generated under the benchmark's ``folder``, with image paths relative to the
     benchmark (so one renderer resolves every image); ids are kept, nothing here looks them up."""
@@ -1397,13 +1409,11 @@ def train_shapes_vlm(
         model, processor, adapter = load_for_training(out)
         renderer = Renderer(processor, adapter, bench.root)
         every = samples + scenes
-        paths = [str((bench.root / s.images[0]).resolve()) for s in every]
         features = torch.stack([patch_features(s.meta, arch.image_size, arch.patch_size) for s in every])
         labels = torch.stack(
             [patch_labels(patch_features(s.meta, arch.image_size, arch.patch_size, "coverage")) for s in every]
         )
-        pixels = torch.stack([renderer.pixel_values(p) for p in paths])
-        renderer.pixels.clear()
+        paths, pixels = _pixels(renderer, every)
         held = len(scenes) // 10
         fit, check = slice(None, len(pixels) - held), slice(len(pixels) - held, None)
         basis = feature_basis(arch.hidden, seed)
@@ -1428,16 +1438,12 @@ def train_shapes_vlm(
             exact = pair_sets_exact(read_features(model, pixels[check], basis), features[check]) if held else None
             covered, uncovered = patch_accuracy(model, pixels[check], labels[check]) if held else (None, None)
             images = cached_image_tokens(model, paths, pixels)
-            del pixels
-            drilled_paths = [str((bench.root / s.images[0]).resolve()) for s in drill_scenes]
-            drilled_pixels = [renderer.pixel_values(p) for p in drilled_paths]
-            renderer.pixels.clear()
-            if drilled_pixels:
-                images.update(cached_image_tokens(model, drilled_paths, torch.stack(drilled_pixels)))
             bar.advance(task)
         truth = dict(zip(paths, features.sum(1)))  # each visible object's shares add up to one
         vision_seconds = time.perf_counter() - started
-        del features, labels, drilled_pixels
+        del pixels, features, labels
+        if drill_scenes:
+            images.update(cached_image_tokens(model, *_pixels(renderer, drill_scenes)))
 
         vision = [*model.model.vision_model.parameters(), *model.model.connector.parameters()]
         for p in vision:
