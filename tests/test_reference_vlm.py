@@ -527,7 +527,7 @@ def test_a_few_steps_lower_the_loss_and_save_a_loadable_checkpoint(tmp_path):
 
     m = train_shapes_vlm(
         tmp_path / "vlm", seed=0, steps=16, restart_steps=4, vision_steps=4, linear_steps=2, vision_batch=16, queries_per_task=2,
-        pool_per_task=10, vision_pool_per_task=1, drill_scenes_per_task=2,
+        pool_per_task=10, vision_pool_per_task=1, drill_scenes_per_task=20,
         arch=SMALL, mixture=Mixture(tokens_per_batch=600), lr=3e-3, progress=False, work=tmp_path / "bench",
     )  # fmt: skip
     losses = m["losses"]
@@ -535,7 +535,8 @@ def test_a_few_steps_lower_the_loss_and_save_a_loadable_checkpoint(tmp_path):
     assert len(m["vision_losses"]) == 4 + 2 and all(math.isfinite(x) for x in m["vision_losses"])
     assert m["vision_heldout_scenes"] == 1 and m["vision_scenes"] == m["train_samples"] + 13 - 1
     assert m["zero_shot_extra"] == 13 and m["linear_steps"] == 2
-    assert m["drill_scenes"] == 2 * len(task_formats(list(DRILL_SCENE_TASKS))) and m["drill_seed"] == 5000
+    assert m["drill_scenes"] == 20 * len(task_formats(list(DRILL_SCENE_TASKS))) and m["drill_seed"] == 5000
+    assert m["drill_scenes_asked"] > 0  # the restart asked its own scenes
     assert m["restart_steps"] == 4 and tuple(m["restart"][0]["drill_tasks"]) == DRILLED
     assert (tmp_path / "bench" / "drill" / "images").is_dir()  # generated inside the benchmark, apart from stage 1's
     assert all(m[k] is None or 0 <= m[k] <= 1 for k in ("patch_accuracy", "background_accuracy", "pair_sets_exact"))

@@ -1040,7 +1040,8 @@ def _source(pool: list[Sample], tasks: Sequence[str], share: float) -> list[Samp
     """The pool's samples of ``tasks``; a task without any is an error when a share of the batch
     must come from them."""
     found = [s for s in pool if s.task in tasks]
-    lacking = [t for t in tasks if not any(s.task == t for s in found)]
+    present = {s.task for s in found}
+    lacking = [t for t in tasks if t not in present]
     if share > 0 and lacking:
         raise ValueError(
             f"the mixture draws {share:.0%} of its queries from {', '.join(tasks)}; the benchmark lacks {', '.join(lacking)}"
@@ -1308,11 +1309,16 @@ class WordGrounding:
         return found
 
 
+def _image_paths(renderer: Renderer, samples: Sequence[Sample]) -> list[str]:
+    """The samples' (first) image paths, resolved: the keys of the cached image tokens."""
+    return [str((renderer.root / s.images[0]).resolve()) for s in samples]
+
+
 def _pixels(renderer: Renderer, samples: Sequence[Sample]):
-    """The samples' (first) image paths, resolved, and their pixel values stacked."""
+    """The samples' `_image_paths` and their pixel values stacked."""
     import torch
 
-    paths = [str((renderer.root / s.images[0]).resolve()) for s in samples]
+    paths = _image_paths(renderer, samples)
     pixels = torch.stack([renderer.pixel_values(p) for p in paths])
     renderer.pixels.clear()
     return paths, pixels
@@ -1390,7 +1396,8 @@ def train_shapes_vlm(
     phases), ``grounding_losses`` (one a zero-shot step), stage 1's checks on held-out scenes
     (``patch_accuracy``, ``background_accuracy``, ``pair_sets_exact``), the starts' and the
     grounding's settings (``image_prior``, ``word_prior``, ``grounding_weight``,
-    ``grounded_layer``), seeds, data sizes (``zero_shot_extra``: the pool's scenes in stage 2).
+    ``grounded_layer``), seeds, data sizes (``zero_shot_extra``: the pool's scenes in stage 2;
+    ``drill_scenes_asked``: how many of the restart's queries asked its own scenes).
     """
     import torch
 
@@ -1464,10 +1471,13 @@ def train_shapes_vlm(
         grounding_losses: list[float] = []
 
         def train(n: int, phases: Sequence[Phase], optimiser, schedule, grounded_by: WordGrounding | None, drilled):
+            """``n`` steps; returns how many queries asked one of the ``drilled`` scenes."""
             params = [p for group in optimiser.param_groups for p in group["params"]]
+            drilled_paths, asked = set(_image_paths(renderer, drilled)), 0
             for step in range(n):
                 mixture_now = mixture_at(step, n, mixture, phases)
                 batch = draw_batch(rng, bench, renderer, mixture_now, scenes, drilled)
+                asked += sum(c.images[-1] in drilled_paths for c in batch)
                 ids, mask, weights, tokens = collate(batch, images, tokenizer.pad_token_id)
                 outputs = forward_cached(model, ids, mask, tokens, renderer.image_id, grounded_by is not None)
                 loss = reply_loss(outputs.logits, ids, weights)
@@ -1483,6 +1493,7 @@ def train_shapes_vlm(
                 if schedule is not None:
                     schedule.step()
                 bar.advance(task)
+            return asked
 
         language = [p for p in model.parameters() if p.requires_grad]
         with _progress(progress) as bar:
@@ -1490,7 +1501,7 @@ def train_shapes_vlm(
             optimiser = _adamw([*language, *grounding.parameters()], lr)
             train(steps, curriculum, optimiser, _schedule(optimiser, steps), grounding, ())
             # The drill scenes have no `WordGrounding` truth: the restart alone draws them.
-            train(restart_steps, restart, _adamw(language, restart_lr), None, None, drill_scenes)
+            drill_scenes_asked = train(restart_steps, restart, _adamw(language, restart_lr), None, None, drill_scenes)
         train_seconds = time.perf_counter() - started
         for p in vision:
             p.requires_grad_(True)
@@ -1515,6 +1526,7 @@ def train_shapes_vlm(
         "drill_scene_tasks": list(DRILL_SCENE_TASKS),
         "drill_scenes_per_task": drill_scenes_per_task,
         "drill_scenes": len(drill_scenes),
+        "drill_scenes_asked": drill_scenes_asked,
         "drill_seed": DRILL_SEED_BASE + seed,
         "scene_features": len(feature_names()),
         "image_constant": IMAGE_CONSTANT,
