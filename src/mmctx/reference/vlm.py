@@ -265,9 +265,11 @@ were met:
 from __future__ import annotations
 
 import math
+import os
 import random
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Sequence
@@ -1340,7 +1342,9 @@ def _pixels(renderer: Renderer, samples: Sequence[Sample]):
     import torch
 
     paths = _image_paths(renderer, samples)
-    pixels = torch.stack([renderer.pixel_values(p) for p in paths])
+    # PIL's resizes (to 448 px and back, as at evaluation) release the GIL: a thread a core.
+    with ThreadPoolExecutor(os.cpu_count()) as pool:
+        pixels = torch.stack(list(pool.map(renderer.pixel_values, paths)))
     renderer.pixels.clear()
     return paths, pixels
 
