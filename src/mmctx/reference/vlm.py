@@ -51,8 +51,9 @@ shape positions correlate 0.98 with the truth on held-out single-frame scenes
 machine about 2.7 times slower than the previous recipe's (a language-model step took 0.244 s
 against 0.089 s); divided by that, about 29 minutes (the previous recipe measured 28 min 58 s
 for the VLM alone). Not measured on a machine of the earlier speed. A later run of the same
-size (9,500 steps, 500 fewer of them grounded; below) took 50 min 41 s for the VLM on a machine
-where `mmctx demo` took 59 s against 35 s: scaled, about 30 minutes, at the bar, not under it.
+size (9,500 steps, 500 fewer of them grounded; docs/shapes-vlm-development.md) took 50 min
+41 s for the VLM on a machine where `mmctx demo` took 59 s against 35 s: scaled, about 30
+minutes, at the bar, not under it.
 
 What is left is what one summed image token and two layers make hard. Commonsense asks for a
 comparison among three shapes (which is closer to a third, which is nearest an edge): drilled
@@ -70,213 +71,11 @@ the right one in 42% (40%) of 52 held-out arrow scenes (a development script), n
 guess between the two shapes. Making each patch's arrow role (its object is where an arrow
 starts, ends, or neither) a fourth class of stage 1, as shape was made one, did not help: the
 tower named the role of 37–38% of held-out start and end patches, and the full run scored 0.65
-held-out (action 0.15), so it was not shipped.
+held-out (action 0.15), so it was not shipped. Nor did labelling only the patches beside an
+arrow's start or head: the tower saw which objects an arrow touches, not which end touches which.
 
-What development scripts (not part of mmctx) measured on the way, in the order the problems
-were met:
-
-- The vision tower does not learn *shape* with a regression loss: regressing each 8-px
-  patch's coverage it learnt colour in a few hundred steps but stayed shape-blind (it learnt
-  that a patch was covered, not by what) after 1,500, also on fresh one-object scenes.
-  Classifying each patch with cross-entropy it was right on 99.9% of covered patches in as
-  many steps. Hence `pretrain_vision`'s classes; a width-128 tower names the pair of 98–99% of
-  covered held-out patches after 2,500–3,000 steps.
-- Classes separable in the tower's output are not linear in it, and Idefics3's connector is
-  linear: a least-squares read-out of the classifier's raw output got no held-out image's set
-  of colour–shape pairs exactly right (one of its *softmax* got 95%). Pulling the class
-  dimensions toward a fixed code beside the cross-entropy cost accuracy (covered patches
-  right fell to 37–59%). What worked is the linear phase: a learnt linear head regressing the
-  features beside the cross-entropy, started from a converged classifier, took exact pair sets
-  from 4% to 87% (2,000 steps, 3,000 images; 98% in-sample).
-- Scale matters to the language model: with coverage in patches the constant ``image``
-  feature (144 an image) swamps the objects (about 4 patches each) once the model's RMS norm
-  rescales each token, and a language model on those tokens learnt nothing from the image in
-  4,000 steps (plurality at chance, held-out ppl accuracy 0.42). Written per object and per
-  image (the then `token_scale`: pairs ÷ 4, the constant at 1), the same tokens gave plurality
-  0.85 and object recognition 0.8 after 1,000 steps (20 held-out queries each: wide intervals).
-- One image token (the connector summing all 144 patches) learnt faster than 16 per-cell
-  tokens (reply loss 0.285 against 0.336 after 2,000 steps; held-out object recognition 0.9
-  against 0.6), at the cost of where things are: order between frames (temporal) and
-  left/right (spatial relations) are not in a sum of per-shape centres.
-- The language model memorises scenes: trained 10,000 steps on the 5,200 scenes of the
-  training benchmark it answered its own training queries perfectly (attribute and object
-  recognition 100%, 20 each) but held-out ones at 0.47 and 0.68. Zero-shot batches therefore
-  also draw the vision pool's scenes (`EXTRA`, 1,000 more per task and format). With them
-  (the previous shipped run) held-out object recognition rose to 1.00 and attribute to 0.53,
-  but plurality and counting, 0.80 and 0.75 in the run without them, fell to chance: the
-  average moved from 0.50 to 0.47, within the intervals.
-- That model then *under*fitted: it ranked its own training queries' options no better than
-  held-out ones (attribute 0.55 on both, plurality 0.50 and 0.45), and 3,000 more steps left
-  attribute at 0.57, although a fixed rule on the features read back from its image tokens
-  answered "what colour is the <shape>?" and size captions 100% right. Two things in the
-  tokens were in the language model's way: the RMS norm rescaled counts by the number of
-  objects (`IMAGE_CONSTANT`), and coverage-weighted pairs made a small object's colour nearly
-  vanish beside a large one (per-object `patch_features`). The key/value heads went from 2 to 4
-  so that all 66 features can pass one attention hop (two heads of 32 could not carry them);
-  that was not measured on its own.
-- The model so trained (shipped before `WordGrounding`; "the previous recipe" below) still
-  failed "what colour is the <shape>?". From the reply position one head of the first layer
-  took the image token, so one head's 32 values carried the 66 features, and no head of either
-  layer gave the question's shape word any attention (0.00); heads looked at the listed options
-  instead. Probes (a fresh language model on the shipped tower's cached tokens, 3,000 steps)
-  measured held-out option ranking averaged over the 21 question kinds, 7–20 queries each:
-  - the previous recipe: 0.41;
-  - a second head started on the image: 0.54;
-  - heads of 64 values: 0.52;
-  - also heads started on shape and colour words (`look_at_images`' construction on word
-    embeddings), left free: 0.57. The word heads ended on the options;
-  - image, shape-word and colour-word heads *pinned* (query and key rows restored after
-    every step), heads of 64: 0.60; with heads of 32: 0.53.
-
-  Colour-of-shape stayed near chance in every probe (0.27–0.42 of 26 held-out questions,
-  chance 0.25). That was also true when the reply restated the shape first ("The diamond is
-  red.", 0.42).
-- A full `train-reference` run of the pinned recipe (heads of 64, 9,000 steps, 27 min 53 s)
-  scored held-out zero-shot generation 0.65 [0.60, 0.70], with attribute 0.60 and coreference
-  0.85. It was not shipped, because demonstrations then hurt: on the demo grid 4-random scored
-  0.28, 4-similar 0.40 and 8-random 0.32, against 0.60 zero-shot.
-  - The pinned image head cannot single out the query's image. Over 4-shot prompts it gave
-    the query image 0.12 and the four demo images 0.54 together, which is uniform.
-  - The free head of the previous recipe gave the query image 0.95, and that model held 0.57
-    with 4 or 8 demonstrations.
-- The same starts left free (heads of 64, heads 1 and 2 started on shape and colour words,
-  9,000 steps) probed 0.57 zero-shot and 0.56 with 4 random demonstrations, against 0.41 and
-  0.38 for the previous recipe. The full run (27 min 33 s) kept few-shot (demo grid: 0.56
-  zero-shot, 0.57–0.61 with 4 or 8 demonstrations) but gained nothing over it: held-out
-  zero-shot generation 0.59 [0.53, 0.65], attribute 0.55, perplexity ranking 0.62. Faster
-  early learning in probes did not become a better model at the full budget. Not shipped.
-- What did teach the binding is `WordGrounding`: an auxiliary loss making each shape and
-  colour word's state after the first layer give what the image shows about it. Probes as
-  above (3,000 steps): the loss alone 0.57; with heads 1 and 2 started on shape and colour
-  words (`look_at_words`) 0.67, and 0.68 with 4 random demonstrations, colour-of-shape 1.0 of
-  10 held-out questions for the first time (the same starts without the loss: 0.57, with
-  colour-of-shape near chance). At weight 3 it learnt slower (0.50 against 0.64 after 2,000
-  steps); a second seed gave 0.62 after 2,000. Its full run was shipped (held-out generation
-  0.72); that recipe plus `_position_slots` is the shipped model's.
-- Spatial relations stayed near chance in every variant probed on top of it (held-out option
-  ranking after 2,000 steps unless said; 20 direction questions, chance 0.25, at 0.15–0.45;
-  20 yes/no ones at 0.5–0.6): half the batches' focus moved to spatial, action, commonsense and
-  temporal questions (all kinds 0.46, against 0.64 for the shipped recipe); each shape word
-  also taught where the shape named before it lies relative to its own, after the first layer
-  (0.57 and 0.52 at weights 1 and 3) or after the second of three layers (0.54 after 3,000);
-  three layers without that (0.55). Shapes are unique in those scenes, so the per-shape positions the words
-  carry are the objects' own.
-- Those probes ran on image tokens that barely said where anything was. Read back from the
-  previous recipe's tokens, a shape's x and y correlated 0.38 and 0.39 with the truth on
-  held-out single-frame scenes (its count 0.99): the tower had to encode "this patch is a star
-  and lies at x" in every patch, a product it did not learn, and the connector repeated one
-  read-out in every slot. A least-squares read-out of that model's shape-word states gave x
-  and y with held-out R² 0.17 and -0.15, and a fixed rule on the question's two words'
-  read-outs (the axis where they differ most, and the sign) named 13 of 40 relations. The
-  connector sees each patch in a slot of its own, so `_position_slots` writes the positions
-  from where the shape's share is (0.98 and 0.97 after refitting only the connector).
-- On the new tokens, probes (as above, 3,000 steps, held-out ranking over the 21 kinds) still
-  left relation questions at chance: the shipped recipe 0.57–0.61; with each shape word
-  also taught the mean position of the shape words so far (so that the question's first and
-  second shapes differ in what an average over them gives) and a head of the second layer
-  started on shape words, 0.59; with the relation's offset (subject minus object) regressed
-  at the reply position, 0.38 after 2,000 steps, that loss staying at the offset's variance;
-  all three together (the mean-position target at weight 1), 0.50, the offset's loss 0.67;
-  three layers and the shipped recipe, 0.52 (3,000 steps, 1.3 times as long a step). Even
-  with the reply's attention itself supervised in the second layer (head 2 on the subject's
-  word, head 3 on the object's; that loss fell to 0.00, so both heads found their words)
-  relations stayed at chance (0.25 and 0.45; all kinds 0.66), and adding the offset's
-  regression (its loss 0.32 against about 0.7) did not move them either (0.15 and 0.50): what
-  is missing is reading and comparing what the two fetched words carry, not finding them.
-  On the previous tokens, words taught each shape's closeness to a named edge, their distances
-  to every shape, or their position signed by their role in the relation all slowed learning
-  (0.39–0.51 against 0.63) without moving relations. The full run of the shipped recipe on the
-  new tokens scored 0.71 held-out generation against 0.72 before, perplexity ranking 0.73
-  against 0.71 (20 queries per task and format), within the intervals, with spatial relations
-  still at chance (0.38 and 0.40).
-- The words carried the positions by then: a least-squares read-out of that model's shape-word
-  states after the first layer gave their shape's x and y with held-out R² 0.84 and 0.62, and
-  the fixed rule named all 40 held-out relations. Its options' likelihoods on relation
-  questions were flat (every option about -1.39 nats, i.e. a quarter) on *training* queries
-  too: a plateau, not over-fitting. Continued on relation questions alone (batches of 16, the
-  reply's loss only) it left the plateau after about 500 steps (held-out "where is A relative
-  to B?" 0.25 → 1.00 at 1,000 steps). With stage 2's own batches: relation questions at 30% of
-  the queries left them at 0.20–0.45 for 1,500 steps; alone for 1,000 steps (0.90) and then at
-  30% for 1,000 more kept them (1.00, and 0.85 yes/no) and recovered the rest. Hence
-  `CURRICULUM`; its full run was the shipped model before `RESTART`. The same stretch of temporal or of
-  commonsense questions alone (900 steps, then 600 at 40% with spatial ones) moved neither on
-  held-out queries (seed 2, 60 a task: disappeared 0.50 → 0.50, moved 0.33 → 0.11;
-  closer-to 0.48 → 0.48, closest-to-edge 0.41 → 0.45) while costing the other tasks during the
-  stretch (all kinds 0.79 → 0.58–0.59).
-- Those stretches had few scenes to learn from (about 1,400 temporal ones, as many commonsense).
-  Measured on more held-out queries (seed 7, 50 a temporal kind, 75 a commonsense one),
-  continuing the shipped model on temporal questions alone (1,000 steps, then 750 at 30% with
-  spatial ones; constant lr 1e-3, a fresh optimiser, the reply's loss only) took temporal from
-  0.26 to 0.43 while its reply loss fell to 0.12: memorising. With 3,000 more temporal scenes it
-  reached 0.58 (disappeared 0.36 → 0.80, next position 0.18 → 0.54, moved 0.24 → 0.40; loss
-  0.16). Commonsense with 3,000 more of its scenes: closest-to-edge 0.31 → 0.64, closer-to
-  0.41 → 0.55; but spatial relations decayed meanwhile (direction questions 0.92 → 0.42, and
-  0.58 after 750 mixed steps). The three drilled together (2,000 steps, then 1,000 mixed) kept
-  them (1.00) and took temporal to 0.51 and commonsense to 0.43, the other kinds 0.88 → 0.81.
-- The same inside a full run did not carry over: spatial relations alone for steps
-  5,001–6,000, the three together for 6,001–8,000, then at 30%, with those 6,000 extra scenes
-  in stage 2 only. Held-out (650 queries): generation 0.66 [0.63, 0.69], perplexity ranking 0.72;
-  spatial relations 0.98, but temporal 0.22 (perplexity ranking 0.18) and commonsense 0.48
-  (0.36), counting down to 0.67 and attribute to 0.87; 30 min 10 s wall, over the budget. A
-  replay of its stage 2 on the same tower, probed every 500 steps, had temporal flat through
-  the stretch (disappeared 0.18–0.30, next position about 0.30) where the continued shipped
-  model had learnt it within 1,000 steps. What differs is where the stretch starts from (which
-  of these matters is not measured): a model still learning everything else (the other kinds
-  at 0.78 before the spatial stretch and 0.54 after it, against 0.88) and a decaying learning
-  rate (1e-3 → 3e-4), against a converged model and a fresh optimiser at 1e-3. Not shipped.
-- A restart does it inside a full run, at a cost. 7,000 steps of `CURRICULUM`, then 2,500 with
-  a fresh optimiser at a constant 1e-3 and the reply's loss alone (the three drilled for 1,500,
-  then at 30%), with 2,000 extra scenes each: held-out temporal 0.44 [0.30, 0.58] (perplexity
-  ranking the same, chance 0.25) and spatial relations 0.97, but commonsense still 0.38 and
-  attribute recognition down to 0.79, counting to 0.53, coreference to 0.72 (all tasks 0.64).
-  Not shipped: the restart must keep the binding tasks.
-- `RESTART` keeps them: the same 7,000 + 2,500 steps, but the restart's first 1,500 steps draw
-  25% `FOCUS_TASKS` and 50% the three, the rest from every task. Its full run is the shipped
-  model: temporal 0.52 (perplexity ranking 0.46), spatial relations 0.79, attribute 0.94,
-  object 0.95; counting fell from the previous shipped model's 0.92 to 0.68 and coreference
-  from 1.00 to 0.88, and commonsense stayed at chance (0.38; 0.40).
-- Commonsense needs a larger share than `RESTART` gives it. Continuing the shipped model 1,500
-  steps more (fresh AdamW at 1e-3, the reply's loss alone, 25% `FOCUS_TASKS`, no extra pool but
-  the restart's scenes; a development script, scored on the card's held-out benchmark, so
-  not an independent check): with 40% of the queries commonsense, it rose 0.38 → 0.58
-  (perplexity ranking 0.40 → 0.60), counting 0.68 → 0.80, all tasks 0.69 → 0.77, but temporal
-  fell to 0.34 and spatial relations to 0.73; with 50% commonsense and temporal together (about
-  25% each), temporal rose to 0.56 and counting to 0.76 but commonsense stayed at 0.36.
-- In sequence it holds, in a continuation. The same continuation, 1,000 steps at 40%
-  commonsense, then 1,000 with the three sharing half the queries: commonsense 0.50 after the
-  first (perplexity ranking 0.54), 0.70 (0.74) after the second; temporal 0.36, then 0.44
-  (0.44); attribute 0.87, counting 0.78, coreference 0.98, all tasks 0.75 (0.80).
-- Not in a full run. Neither of two full runs with a commonsense stretch in the restart beat
-  the shipped model (held-out seed 1, 650 queries; perplexity ranking in brackets):
-  - 6,500 steps of `CURRICULUM`, then a restart of 3,000 whose first 1,050 drew 40%
-    commonsense (then 1,050 with the three at 50%, 900 at 30%): commonsense 0.42 (0.42),
-    temporal 0.50 (0.48), attribute recognition down to 0.79, coreference 0.72, all tasks 0.66
-    (0.70). 50 min 41 s for `--only vlm`.
-  - 7,000 steps, then a restart of 4,000 that repeats the continuation: `RESTART`'s two phases
-    (1,200 and 800 steps), 1,000 at 40% commonsense, 1,000 with the three at 50%: commonsense
-    0.50 [0.36, 0.64] (0.52 [0.38, 0.64]; chance 0.38), but temporal 0.32 [0.20, 0.46] (0.32),
-    action 0.18 (0.48); attribute 0.95, counting 0.77 (0.85), coreference 0.92, all tasks
-    0.69 (0.74). 55 min 10 s. Temporal is a generation bar, commonsense is not: not shipped.
-  Two more (a development variant of `train_shapes_vlm` whose restart could start a second fresh
-  AdamW at 1e-3 at a phase, as the continuation had one):
-  - 7,000 steps, then a restart of 3,500: `RESTART`'s phases (900 and 600 steps), then, under a
-    second fresh optimiser, 1,000 at 40% commonsense and 1,000 with the three at 50%.
-    Commonsense 0.52 [0.38, 0.66] (0.56 [0.42, 0.70], the only full run clear of chance's
-    interval), but temporal 0.34 [0.22, 0.48] (0.34), action 0.10 (0.48); attribute 0.94,
-    object 0.88, counting 0.60 (0.79), coreference 1.00, all tasks 0.67 (0.75). 53 min 27 s.
-  - The continuation itself as one run: the shipped recipe (7,000 + 2,500), then under a second
-    fresh optimiser 1,000 at 40% commonsense and 1,000 with the three at 50% (restart 4,500).
-    Commonsense 0.44 (0.50 [0.36, 0.64]), temporal 0.34 [0.22, 0.46] (0.32), action 0.06 (0.30
-    [0.18, 0.44], below chance), attribute 0.92, object 0.97, counting 0.79 (0.85), coreference
-    0.88, all tasks 0.69 (0.73); demonstrations did not hurt (demo grid: 0.72 zero-shot,
-    0.69–0.72 with 4 or 8). 59 min 39 s. So the continuation's 0.70 did not come from the
-    phases or the optimiser alone: the same sequence from scratch gave 0.44.
-  Both on a machine where `mmctx demo` took 69 s; neither shipped. Commonsense and temporal
-  compete for the restart: each stretch that teaches one costs the other, in the
-  continuations as in all four runs, and a task's score moves by about 0.15 between runs of
-  nearly the same recipe (temporal 0.52 shipped, 0.32–0.34 in the three 7,000-step runs). The
-  first two ran on a machine where `mmctx demo` took 59 s (35 s on the machine that measured
-  the 28 min 58 s above).
+How the recipe was found (development scripts, not part of mmctx, and every full run that
+was not shipped) is in ``docs/shapes-vlm-development.md``.
 """
 
 from __future__ import annotations
@@ -1022,7 +821,7 @@ CURRICULUM = (Phase(0.6, focus=0.5), Phase(0.7, focus=0.0, drill=1.0), Phase(1.0
 # inside it, but a converged model learns them under a fresh optimiser at a constant rate. Half
 # the restart's first stretch keeps every other task in the batches: drilled alone, the binding
 # tasks decayed (attribute 0.95 → 0.79 in a full run). Commonsense stays at chance here; a stretch
-# of it at 40% taught it in a continuation but not in four full runs (module docstring).
+# of it at 40% taught it in a continuation but not in four full runs (docs/shapes-vlm-development.md).
 RESTART = (
     Phase(0.6, focus=0.25, drill=0.5, drill_tasks=DRILLED),
     Phase(1.0, focus=0.35, drill=0.3, drill_tasks=DRILLED),
@@ -1215,7 +1014,7 @@ def look_at_words(model, tokenizer, basis, seed: int, strength: float = WORD_PRI
     trained without it no head of either layer gave the question's shape word any of the reply
     position's attention (0.00). On its own this start did not last (the heads ended on the
     listed options, and a full run gained nothing); with `WordGrounding` giving the words
-    something worth fetching it does (see the module docstring). Each word set gets its own
+    something worth fetching it does (docs/shapes-vlm-development.md). Each word set gets its own
     direction, orthogonal to ``basis`` and the text direction, added (norm `START_NORM`) to its
     words' embeddings (with and without a leading space, lower case: how questions and options
     write them; `WordGrounding` also takes capitalised ones, which start sentences of captions
