@@ -503,7 +503,8 @@ def test_cached_image_tokens_give_the_loss_the_model_computes_from_pixels(small_
     images = _cached(model, renderer, paths)
     ids, mask, weights, tokens = collate(batch, images, processor.tokenizer.pad_token_id)
     with torch.no_grad():
-        cached = reply_loss(forward_cached(model, ids, mask, tokens, renderer.image_id).logits, ids, weights)
+        states = forward_cached(model, ids, mask, tokens, renderer.image_id).last_hidden_state
+        cached = reply_loss(model, states, ids, weights)
 
     pixels = torch.zeros((len(batch), max(len(c.images) for c in batch), *renderer.pixel_values(paths[0]).shape))
     for row, c in enumerate(batch):

@@ -1,0 +1,98 @@
+"""A language-model step of stage 2: the vocabulary projection at the reply's positions alone
+(`reply_loss`) against at every position, as the model's own forward computes it.
+
+Draws stage-2 batches of a shapes-world benchmark, caches their image tokens with the shipped
+VLM's tower, checks both ways give the same loss, then times training steps (forward,
+backward, AdamW) each way, alternating, and prints the ratio.
+
+    python benchmarks/reply_logits_speed.py [--steps 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from mmctx.data.shapes import build_benchmark
+from mmctx.reference.shipped import VLM_NAME, shipped
+from mmctx.reference.vlm import (
+    Mixture,
+    Renderer,
+    _pixels,
+    cached_image_tokens,
+    collate,
+    draw_batch,
+    forward_cached,
+    load_for_training,
+    reply_loss,
+)
+
+
+def every_position_loss(model, ids, mask, tokens, image_id, weights):
+    """The loss through the model's full forward: logits at every position."""
+    embeds = model.get_input_embeddings()(ids)
+    embeds = embeds.masked_scatter((ids == image_id)[..., None], tokens.to(embeds.dtype))
+    logits = model(inputs_embeds=embeds, attention_mask=mask).logits
+    losses = torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.shape[-1]).float(), ids[:, 1:].reshape(-1), reduction="none"
+    )
+    w = weights[:, 1:].reshape(-1)
+    return (losses * w).sum() / w.sum()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=30)
+    args = parser.parse_args()
+    model, processor, adapter = load_for_training(shipped(VLM_NAME))
+    with tempfile.TemporaryDirectory() as tmp:
+        bench = build_benchmark(Path(tmp), queries_per_task=20, seed=0)
+        renderer = Renderer(processor, adapter, bench.root)
+        model.eval()
+        images = cached_image_tokens(model, *_pixels(renderer, [*bench.queries, *bench.demos]))
+        rng = random.Random(0)
+        pad = processor.tokenizer.pad_token_id
+        batches = [collate(draw_batch(rng, bench, renderer, Mixture()), images, pad) for _ in range(args.steps)]
+    language = [p for name, p in model.named_parameters() if "text_model" in name or "lm_head" in name]
+    model.requires_grad_(False)
+    for p in language:
+        p.requires_grad_(True)
+    image_id = renderer.image_id
+
+    def reply_only(ids, mask, weights, tokens):
+        return reply_loss(model, forward_cached(model, ids, mask, tokens, image_id).last_hidden_state, ids, weights)
+
+    def every_position(ids, mask, weights, tokens):
+        return every_position_loss(model, ids, mask, tokens, image_id, weights)
+
+    with torch.no_grad():
+        a, b = reply_only(*batches[0]), every_position(*batches[0])
+    if abs(float(a) - float(b)) > 1e-4:
+        raise SystemExit(f"the losses differ: {float(a)} against {float(b)}")
+    optimiser = torch.optim.AdamW(language, lr=1e-5)
+    model.train()
+    seconds = {"reply only": 0.0, "every position": 0.0}
+    for rounds in range(2):  # alternate, so a machine slowing down weighs on both alike
+        for name, loss_of in (("every position", every_position), ("reply only", reply_only)):
+            started = time.perf_counter()
+            for batch in batches:
+                optimiser.zero_grad()
+                loss_of(*batch).backward()
+                optimiser.step()
+            if rounds:  # the first round warms up
+                seconds[name] += time.perf_counter() - started
+    n = len(batches)
+    print(
+        f"{n} steps of {Mixture().tokens_per_batch} tokens: every position {seconds['every position'] / n:.3f} s/step, "
+        f"reply only {seconds['reply only'] / n:.3f} s/step (same loss: {float(a):.4f})"
+    )
+    print(f"ratio {seconds['every position'] / seconds['reply only']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
