@@ -34,10 +34,9 @@ from mmctx.reference.vlm import (
 
 
 def every_position_loss(model, ids, mask, tokens, image_id, weights):
-    """The loss through the model's full forward: logits at every position."""
-    embeds = model.get_input_embeddings()(ids)
-    embeds = embeds.masked_scatter((ids == image_id)[..., None], tokens.to(embeds.dtype))
-    logits = model(inputs_embeds=embeds, attention_mask=mask).logits
+    """The loss as before `reply_loss`: the vocabulary projection at every position (what the
+    model's own forward computes), then the reply's positions weighted."""
+    logits = model.lm_head(forward_cached(model, ids, mask, tokens, image_id).last_hidden_state)
     losses = torch.nn.functional.cross_entropy(
         logits[:, :-1].reshape(-1, logits.shape[-1]).float(), ids[:, 1:].reshape(-1), reduction="none"
     )

@@ -54,7 +54,7 @@ for the VLM alone). Not measured on a machine of the earlier speed. A later run 
 size (9,500 steps, 500 fewer of them grounded; docs/shapes-vlm-development.md) took 50 min
 41 s for the VLM on a machine where `mmctx demo` took 59 s against 35 s: scaled, about 30
 minutes. Since then stage 2 projects only the reply's positions onto the vocabulary
-(`reply_loss`; the same loss, a step 1.22 times cheaper in ``benchmarks/reply_logits_speed.py``):
+(`reply_loss`; the same loss, a step 1.15–1.2 times cheaper in ``benchmarks/reply_logits_speed.py``):
 the recipe as it now is took 49 min 7 s for `--only vlm` on a machine where stage 1 took 1,202 s
 against 679 s, scaled by that about 28 minutes (and about 23 by `mmctx demo`, 75 s against
 35 s). The shipped model was trained before that change; the run with it scored within the
