@@ -79,6 +79,11 @@ starts, ends, or neither) a fourth class of stage 1, as shape was made one, did 
 tower named the role of 37–38% of held-out start and end patches, and the full run scored 0.65
 held-out (action 0.15), so it was not shipped. Nor did labelling only the patches beside an
 arrow's start or head: the tower saw which objects an arrow touches, not which end touches which.
+Where an arrow meets its object the patch hardly shows which end it holds (the head's wide part
+is a patch over); a tower head kept on each patch's 3 × 3 neighbourhood tells the ends apart on
+arrow scenes alone (93%), but within stage 1 the rare end patches went unnamed with the plain
+loss and broke the rest with a balanced one (the development record; the code is kept as a
+patch in ``docs/experiments``).
 
 How the recipe was found (development scripts, not part of mmctx, and every full run that
 was not shipped) is in ``docs/shapes-vlm-development.md``.
