@@ -99,6 +99,13 @@ def test_the_shipped_vlm_card_claims_scores_above_its_untrained_twin():
     def average(which: str, scorer: str) -> dict:
         return next(c for c in held[which] if c["task"] == "Avg." and c["scorer"] == scorer)
 
+    # The card is scored as `train-reference` scores it now: 200 queries per task and format.
+    from mmctx.data.shapes.tasks import task_formats
+    from mmctx.reference.train import HELDOUT_QUERIES_PER_TASK
+
+    assert metrics["heldout_queries_per_task"] == HELDOUT_QUERIES_PER_TASK == 200
+    for which in ("trained", "untrained"):
+        assert average(which, "generate")["n"] == HELDOUT_QUERIES_PER_TASK * len(task_formats())
     chance = metrics["chance"]["heldout"]["Avg."]
     assert average("trained", "generate")["ci_low"] > chance > average("untrained", "generate")["ci_high"]
     # Perplexity ranking: measured 0.76 [0.74, 0.77] trained, 0.39 [0.37, 0.41] untrained (2,600 queries).

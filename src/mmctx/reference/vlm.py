@@ -85,7 +85,7 @@ is a patch over); a tower head kept on each patch's 3 × 3 neighbourhood tells t
 arrow scenes alone (93%), but within stage 1 the rare end patches went unnamed with the plain
 loss and broke the rest with a balanced one (the development record; the code is kept as a
 patch in ``docs/experiments``). Where it names them, they do not reach the token: a linear
-read-out of that tower gets the source and target right in 47–59% of arrow scenes, its own
+read-out of that tower gets the source and target right in 47–60% of arrow scenes, its own
 end probabilities summed over the image 65–67%, and no linear connector can sum probabilities.
 
 How the recipe was found (development scripts, not part of mmctx, and every full run that
