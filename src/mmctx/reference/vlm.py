@@ -87,6 +87,9 @@ loss and broke the rest with a balanced one (the development record; the code is
 patch in ``docs/experiments``). Where it names them, they do not reach the token: a linear
 read-out of that tower gets the source and target right in 47–60% of arrow scenes, its own
 end probabilities summed over the image 65–67%, and no linear connector can sum probabilities.
+The language model is not the obstacle: this recipe's stage 2 on image tokens built from the
+scenes' exact features ranks action right 0.86 of the time (150 held-out queries), while
+commonsense stays at chance there too (0.41), so commonsense is the language model's.
 
 How the recipe was found (development scripts, not part of mmctx, and every full run that
 was not shipped) is in ``docs/shapes-vlm-development.md``.
