@@ -1,11 +1,11 @@
 """Development script (not part of mmctx): zero-shot perplexity ranking on a fresh pool.
 
 Each option is rendered as the reply (text style, as `mmctx run`'s ppl scorer asks); the option
-with the lowest mean per-token loss wins. Image tokens are either ``exact`` (as
-``oracle_stage2.py`` trains on) or ``tower`` (the model's own vision tower and connector). On the
+with the lowest mean per-token loss wins. Image tokens are either ``exact`` or ``positions``
+(`oracle_tokens.py`, as ``oracle_stage2.py`` trains on) or ``tower`` (the model's own vision tower and connector). On the
 shipped model, tower mode gives what its card gives (action 0.59, commonsense 0.41 on 150 a task).
 
-    python docs/experiments/oracle_rank.py MODEL_DIR exact|tower PER_TASK SEED task,task,...
+    python docs/experiments/oracle_rank.py MODEL_DIR exact|positions|tower PER_TASK SEED task,task,...
 """
 
 import collections
@@ -20,6 +20,9 @@ from mmctx.models.spans import answer_turn, chat_conversation
 from mmctx.prompts.build import build_prompt, shown_options
 from mmctx.reference import vlm as V
 
+sys.path.insert(0, str(Path(__file__).parent))
+from oracle_tokens import oracle_token  # noqa: E402
+
 folder, mode, per, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 tasks = sys.argv[5].split(",")
 root = Path(tempfile.mkdtemp()) / f"pool{seed}_{per}"
@@ -31,11 +34,11 @@ r = V.Renderer(processor, adapter, root)
 basis = V.feature_basis(arch.hidden, 0)
 scale = V.token_scale(V._patches(model))
 paths = V._image_paths(r, pool)
-if mode == "exact":
-    toks = {p: (basis @ (scale * V.patch_features(s.meta, 96, 8).sum(0)))[None] for p, s in zip(paths, pool)}
-else:
+if mode == "tower":
     ps, px = V._pixels(r, pool)
     toks = V.cached_image_tokens(model, ps, px)
+else:
+    toks = {p: oracle_token(s.meta, basis, scale, mode) for p, s in zip(paths, pool)}
 acc = collections.defaultdict(list)
 with torch.no_grad():
     for s, p in zip(pool, paths):

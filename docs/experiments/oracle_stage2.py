@@ -5,7 +5,10 @@ connector at, with no tower at all; everything else is `train_shapes_vlm`'s stag
 `CURRICULUM`, `RESTART`, `WordGrounding`). It tells a task the language model cannot learn from
 one the tower does not feed it. Score with ``oracle_rank.py OUT/model exact ...``.
 
-    python docs/experiments/oracle_stage2.py OUT 7000 2500   # about 26 min on a 2-core CPU
+    python docs/experiments/oracle_stage2.py OUT 7000 2500 [exact|positions]   # about 27 min on a 2-core CPU
+
+``positions`` (`oracle_tokens.py`) puts where the arrow's ends are in the token instead of which
+shapes they touch; the grounding still asks each shape word for its own arrow ends.
 """
 
 import random
@@ -18,9 +21,13 @@ import torch
 from mmctx.data.shapes.pool import generate_pool
 from mmctx.reference import vlm as V
 
+sys.path.insert(0, str(Path(__file__).parent))
+from oracle_tokens import oracle_token  # noqa: E402
+
 out = Path(sys.argv[1])
 seed = 0
 steps, restart_steps = int(sys.argv[2]), int(sys.argv[3])
+mode = sys.argv[4] if len(sys.argv) > 4 else "exact"
 arch = V.Architecture()
 mixture = V.Mixture()
 t0 = time.perf_counter()
@@ -49,9 +56,9 @@ def exact(ss):
 
 paths, feats = exact(samples + scenes)
 truth = dict(zip(paths, feats))
-images = {p: (basis @ (scale * f))[None] for p, f in zip(paths, feats)}
-dp, df = exact(drill_scenes)
-images.update({p: (basis @ (scale * f))[None] for p, f in zip(dp, df)})
+images = {p: oracle_token(x.meta, basis, scale, mode) for p, x in zip(paths, samples + scenes)}
+dp, _ = exact(drill_scenes)
+images.update({p: oracle_token(x.meta, basis, scale, mode) for p, x in zip(dp, drill_scenes)})
 print("data", time.perf_counter() - t0, flush=True)
 for p in [*model.model.vision_model.parameters(), *model.model.connector.parameters()]:
     p.requires_grad_(False)
