@@ -1,7 +1,8 @@
 """Development script (not part of mmctx): zero-shot perplexity ranking on a fresh pool.
 
 Each option is rendered as the reply (text style, as `mmctx run`'s ppl scorer asks); the option
-with the lowest mean per-token loss wins. Image tokens are either ``exact`` or ``positions``
+with the lowest mean per-token loss wins. Its own loop, not the HF backend's `score`: the
+backend computes image tokens from pixels, and oracle tokens have none. Image tokens are either ``exact`` or ``positions``
 (`oracle_tokens.py`, as ``oracle_stage2.py`` trains on) or ``tower`` (the model's own vision tower and connector). On the
 shipped model, tower mode gives what its card gives (action 0.59, commonsense 0.41 on 150 a task).
 
