@@ -7,7 +7,11 @@ with no tower at all. Everything else is the recipe's stage 2 (same seed, `CURRI
 `RESTART`, `WordGrounding`). That tells a task the language model cannot learn apart from one
 the tower does not feed it. Score with ``oracle_rank.py OUT/model exact ...``.
 
-    python docs/experiments/oracle_stage2.py OUT 7000 2500 [exact|positions]   # about 30 min on a 2-core CPU
+    python docs/experiments/oracle_stage2.py OUT 7000 2500 [exact|positions|shipped]   # about 30 min on a 2-core CPU
+
+``shipped`` takes the tokens from the shipped model's own tower and connector instead (what a
+full run's stage 1 reproduces) and saves the trained language model with them: a full run
+without its stage 1. Score it with ``oracle_rank.py OUT/model tower ...``.
 
 ``positions`` (`oracle_tokens.py`) puts where the arrow's ends are in the token instead of which
 shapes they touch; the grounding still asks each shape word for its own arrow ends.
@@ -36,15 +40,28 @@ def remembering_pixels(renderer, samples):
 
 
 def oracle_tokens(model, paths, pixels):
+    if mode == "shipped":
+        return tokens_of(tower, paths, pixels)
     basis, scale = V.feature_basis(V.Architecture().hidden, seed), V.token_scale(V._patches(model))
     return {p: oracle_token(metas[p], basis, scale, mode) for p in paths}
 
 
+tokens_of = V.cached_image_tokens
+tower = None
+if mode == "shipped":
+    from mmctx.reference.shipped import VLM_NAME, shipped
+
+    tower = V.load_for_training(shipped(VLM_NAME))[0].eval()
 V._pixels, V.cached_image_tokens = remembering_pixels, oracle_tokens
 started = time.perf_counter()
 metrics = V.train_shapes_vlm(
     out / "model", seed=seed, steps=steps, restart_steps=restart_steps, vision_steps=0, linear_steps=0
 )
+if tower is not None:  # the language model just trained, on the tower its tokens came from
+    model = V.load_for_training(out / "model")[0]
+    model.model.vision_model.load_state_dict(tower.model.vision_model.state_dict())
+    model.model.connector.load_state_dict(tower.model.connector.state_dict())
+    model.save_pretrained(out / "model")
 losses = metrics["losses"]
 print("first loss", losses[0], "last 100", sum(losses[-100:]) / len(losses[-100:]))
 print("done", time.perf_counter() - started, flush=True)
