@@ -7,11 +7,12 @@ with no tower at all. Everything else is the recipe's stage 2 (same seed, `CURRI
 `RESTART`, `WordGrounding`). That tells a task the language model cannot learn apart from one
 the tower does not feed it. Score with ``oracle_rank.py OUT/model exact ...``.
 
-    python docs/experiments/oracle_stage2.py OUT 7000 2500 [exact|positions|shipped]   # about 30 min on a 2-core CPU
+    python docs/experiments/oracle_stage2.py OUT 7000 2500 [exact|positions|shipped|tower=DIR]   # about 30 min on a 2-core CPU
 
-``shipped`` takes the tokens from the shipped model's own tower and connector instead (what a
-full run's stage 1 reproduces) and saves the trained language model with them: a full run
-without its stage 1. Score it with ``oracle_rank.py OUT/model tower ...``.
+``shipped`` takes the tokens from the shipped model's own tower and connector instead, and
+saves the trained language model with them: a full run without its stage 1. ``tower=DIR`` does
+the same with the tower of the model in DIR (another run's). Score either with
+``oracle_rank.py OUT/model tower ...``.
 
 ``positions`` (`oracle_tokens.py`) puts where the arrow's ends are in the token instead of which
 shapes they touch; the grounding still asks each shape word for its own arrow ends.
@@ -40,7 +41,7 @@ def remembering_pixels(renderer, samples):
 
 
 def oracle_tokens(model, paths, pixels):
-    if mode == "shipped":
+    if tower is not None:
         return tokens_of(tower, paths, pixels)
     basis, scale = V.feature_basis(V.Architecture().hidden, seed), V.token_scale(V._patches(model))
     return {p: oracle_token(metas[p], basis, scale, mode) for p in paths}
@@ -48,10 +49,10 @@ def oracle_tokens(model, paths, pixels):
 
 tokens_of = V.cached_image_tokens
 tower = None
-if mode == "shipped":
+if mode == "shipped" or mode.startswith("tower="):
     from mmctx.reference.shipped import VLM_NAME, shipped
 
-    tower = V.load_for_training(shipped(VLM_NAME))[0].eval()
+    tower = V.load_for_training(shipped(VLM_NAME) if mode == "shipped" else mode.split("=", 1)[1])[0].eval()
 V._pixels, V.cached_image_tokens = remembering_pixels, oracle_tokens
 started = time.perf_counter()
 metrics = V.train_shapes_vlm(

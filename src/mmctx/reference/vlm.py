@@ -1088,72 +1088,21 @@ GROUNDING_WEIGHT = 1.0  # the grounding loss's weight beside the reply's cross-e
 GROUNDED_LAYER = 1  # hidden state read (1: the first layer's output, what the second layer's heads fetch)
 
 
-EDGE_WORDS = ("left", "right", "top", "bottom")  # the frame's edges, as commonsense questions name them
-
-
-def relation_names() -> list[str]:
-    """What `WordGrounding` also asks beside `feature_names`, though no image token carries it:
-    which shape lies nearest each edge, and each shape's nearest shape (one-hot over shapes)."""
-    from mmctx.data.shapes import SHAPES
-
-    return [f"nearest {e} {s}" for e in EDGE_WORDS for s in SHAPES] + [
-        f"{s} nearest {t}" for s in SHAPES for t in SHAPES
-    ]
-
-
-def relation_features(meta: dict):
-    """A scene's `relation_names`: the shape of the object nearest each edge (its extent
-    counted, as commonsense questions count it) and, per shape, the shape of the nearest object
-    of another shape (centre to centre). Positions are the image's, frames side by side, as
-    `patch_features` writes them. `WordGrounding` reads them after the summed features."""
-    import torch
-
-    from mmctx.data.shapes import SHAPES
-    from mmctx.data.shapes.world import FRAME, Scene, frame_origin, strip_width
-
-    scene = Scene.from_dict(meta)
-    width = strip_width(len(scene.frames))
-    placed = [(o, frame_origin(i) + o.x, o.y) for i, frame in enumerate(scene.frames) for o in frame.objects]
-    relations = torch.zeros(len(relation_names()))
-    index = {name: i for i, name in enumerate(relation_names())}
-    if placed:
-        gaps = {"left": lambda o, x, y: x - o.r, "right": lambda o, x, y: width - x - o.r}
-        gaps |= {"top": lambda o, x, y: y - o.r, "bottom": lambda o, x, y: FRAME - y - o.r}
-        for edge, gap in gaps.items():
-            nearest = min(placed, key=lambda p: gap(*p))[0]
-            relations[index[f"nearest {edge} {nearest.shape}"]] = 1
-        for shape in SHAPES:
-            pairs = [
-                (math.hypot(x - u, y - v), b.shape)
-                for a, x, y in placed
-                if a.shape == shape
-                for b, u, v in placed
-                if b.shape != shape
-            ]
-            if pairs:
-                relations[index[f"{shape} nearest {min(pairs)[1]}"]] = 1
-    return relations
-
-
 def grounding_columns() -> dict[str, dict[str, list[int]]]:
     """What each word is taught to carry about the image (`WordGrounding`): per word group, each
-    word's columns of the scene's summed `feature_names` followed by its `relation_features`, in
-    an order shared by the group. A shape word: that shape's colours, sizes, count, position,
-    arrow ends and nearest other shape; a colour word: which shapes have it; an edge word
-    (`EDGE_WORDS`): which shape lies nearest that edge."""
+    word's `feature_names` columns, in an order shared by the group. A shape word: that shape's
+    colours, sizes, count, position and arrow ends; a colour word: which shapes have it."""
     from mmctx.data.shapes import COLOURS, SHAPES, SIZES
 
-    index = {name: i for i, name in enumerate(feature_names() + relation_names())}
+    index = {name: i for i, name in enumerate(feature_names())}
     return {
         "shape": {
             s: [index[f"{c} {s}"] for c in COLOURS]
             + [index[f"{z} {s}"] for z in SIZES]
             + [index[f"{s} {fact}"] for fact in SHAPE_FACTS]
-            + [index[f"{s} nearest {t}"] for t in SHAPES]
             for s in SHAPES
         },
         "colour": {c: [index[f"{c} {s}"] for s in SHAPES] for c in COLOURS},
-        "edge": {e: [index[f"nearest {e} {s}"] for s in SHAPES] for e in EDGE_WORDS},
     }
 
 
@@ -1368,8 +1317,7 @@ def train_shapes_vlm(
             covered, uncovered = patch_accuracy(model, pixels[check], labels[check]) if held else (None, None)
             images = cached_image_tokens(model, paths, pixels)
             bar.advance(task)
-        relations = torch.stack([relation_features(s.meta) for s in every])
-        truth = dict(zip(paths, torch.cat([features.sum(1), relations], 1)))  # `grounding_columns`' order
+        truth = dict(zip(paths, features.sum(1)))  # each visible object's shares add up to one
         vision_seconds = time.perf_counter() - started
         del pixels, features, labels
         if drill_scenes:
