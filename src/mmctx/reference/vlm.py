@@ -70,8 +70,9 @@ comparison among three shapes (which is closer to a third, which is nearest an e
 in `RESTART` with 2,000 more scenes it stayed at chance (continuing the previous shipped model
 on it alone had reached 0.55–0.64, at spatial relations' cost). Asking each edge word, in
 `WordGrounding`, which shape lies nearest it (the answer, one fetch from the reply) took
-"closest to an edge" to 0.49 in one stage 2 and left it at 0.16 in another, on a full run's
-tower (chance 0.25; the development record). Which shape moved between
+"closest to an edge" to 0.49 in a stage 2 on the shipped tower (shape words also asked for
+their nearest shape) and to 0.16 in one on a full run's tower (edge words alone; the recipe
+there: 0.23, chance 0.25; the development record). Which shape moved between
 frames is not in a sum over the frames; which disappeared (fewer frames hold it) and where a
 steadily moving shape goes next (its mean position lies on the side it comes from) are: a
 logistic read-out of the features read back from the image token names the shape that
