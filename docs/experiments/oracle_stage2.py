@@ -7,7 +7,7 @@ with no tower at all. Everything else is the recipe's stage 2 (same seed, `CURRI
 `RESTART`, `WordGrounding`). That tells a task the language model cannot learn apart from one
 the tower does not feed it. Score with ``oracle_rank.py OUT/model exact ...``.
 
-    python docs/experiments/oracle_stage2.py OUT 7000 2500 [exact|positions|shipped|tower=DIR]   # about 30 min on a 2-core CPU
+    python docs/experiments/oracle_stage2.py OUT 7000 2500 [exact|positions|shipped|tower=DIR]   # 17–30 min on a 2-core CPU
 
 ``shipped`` takes the tokens from the shipped model's own tower and connector instead, and
 saves the trained language model with them: a full run without its stage 1. ``tower=DIR`` does

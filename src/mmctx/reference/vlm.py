@@ -51,7 +51,7 @@ shape positions correlate 0.98 with the truth on held-out single-frame scenes
 (`_position_slots`; a development script). Time: 1 h 18 min 29 s wall for both models on a
 machine about 2.7 times slower than the previous recipe's (a language-model step took 0.244 s
 against 0.089 s); divided by that, about 29 minutes (the previous recipe measured 28 min 58 s
-for the VLM alone). Not measured on a machine of the earlier speed. A later run of the same
+for the VLM alone). Not then measured on a machine of the earlier speed (it is now: below). A later run of the same
 size (9,500 steps, 500 fewer of them grounded; docs/shapes-vlm-development.md) took 50 min
 41 s for the VLM on a machine where `mmctx demo` took 59 s against 35 s: scaled, about 30
 minutes. Since then stage 2 projects only the reply's positions onto the vocabulary
