@@ -32,6 +32,13 @@ def test_shapes_pool_and_benchmark(tmp_path):
     assert r.exit_code == 0 and "ok" in r.output
 
 
+def test_a_large_benchmark_needs_no_pool_size(tmp_path):
+    # the pool defaults to the queries plus room for their demos; a fixed 40 would refuse 33 queries a task
+    r = invoke("shapes", "--out", tmp_path / "bench", "--benchmark", "--queries-per-task", 33, "--seed", 2)
+    assert r.exit_code == 0, r.output
+    assert len(load_benchmark(tmp_path / "bench").queries) == 13 * 33
+
+
 def test_validate_prints_every_problem(shapes_bench, tmp_path):
     bench = load_benchmark(shapes_bench)
     q0, q1 = bench.queries[0], bench.queries[1]

@@ -52,6 +52,26 @@ def test_the_vlm_card_holds_trained_and_untrained_scores_with_intervals(quick_re
     assert "Measured training time" in card and "constant of 4" in card and "strength 1.2" in card
     assert "{" not in card  # every placeholder filled in
     assert metrics["quick"] is True and card.startswith("**Quick run")  # never mistaken for real scores
+    assert "### Perplexity ranking at scale (shapes-world, seed 13, 1 queries per task" in card
+    assert "| task | chance | ppl, trained | lower bound − chance | interval above chance |" in card
+    ranked = metrics["scores"]["ranking"]["trained"]
+    assert {c["scorer"] for c in ranked} == {"ppl"} and "untrained" not in metrics["scores"]["ranking"]
+
+
+def test_a_task_is_above_chance_only_where_its_whole_interval_is():
+    from mmctx.reference.train import tasks_not_above_chance
+
+    def cell(task, low, high):
+        return {"task": task, "setting": "0-shot", "scorer": "ppl", "n": 100, "accuracy": (low + high) / 2,
+                "ci_low": low, "ci_high": high, "unparsed_rate": 0.0}  # fmt: skip
+
+    chance = {"object": 0.25, "action": 0.5, "commonsense": 0.375, "temporal": 0.25, "Avg.": 0.3}
+    cells = [cell("object", 0.96, 0.98), cell("action", 0.48, 0.55), cell("commonsense", 0.375, 0.44)]
+    cells += [cell("object", 0.1, 0.2) | {"scorer": "generate"}]  # another scorer's cell is not the ranking
+    # commonsense's lower bound equals chance: not above it; temporal was never scored: not above it either
+    assert tasks_not_above_chance(cells, chance) == ["action", "commonsense", "temporal"]
+    assert tasks_not_above_chance(cells, chance, scorer="generate") == ["object", "action", "commonsense", "temporal"]
+    assert tasks_not_above_chance([cell("object", 0.26, 0.3)], {"object": 0.25}) == []
 
 
 def test_a_trained_vlm_can_be_rescored_without_retraining(quick_reference, tmp_path):

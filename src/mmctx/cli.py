@@ -46,7 +46,9 @@ def validate(path: Path = typer.Argument(..., help="Benchmark folder.")) -> None
 @app.command()
 def shapes(
     out: Path = typer.Option(..., help="Output folder."),
-    per_task: int = typer.Option(40, help="Pool samples per task and format."),
+    per_task: Optional[int] = typer.Option(
+        None, help="Pool samples per task and format (40; with --benchmark, queries per task + 32)."
+    ),
     seed: int = typer.Option(0),
     benchmark: bool = typer.Option(False, "--benchmark", help="Write a ready benchmark (queries + demos + keys)."),
     queries_per_task: int = typer.Option(10, help="With --benchmark: queries per task and format."),
@@ -60,7 +62,7 @@ def shapes(
     else:
         from mmctx.data.disk import write_samples
 
-        pool = sw.generate_pool(out, per_task=per_task, seed=seed)
+        pool = sw.generate_pool(out, per_task=40 if per_task is None else per_task, seed=seed)
         write_samples(pool, Path(out) / "pool.jsonl")
         console.print(f"pool: {len(pool)} samples → {out}/pool.jsonl")
 

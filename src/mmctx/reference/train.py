@@ -28,6 +28,9 @@ DEMO_BENCH_SEED = 0
 HELDOUT_QUERIES_PER_TASK = 200  # the card's held-out benchmark: per-task intervals of about ± 0.07 (± 0.14 at 50,
 # too wide to tell a task near chance from chance)
 HELDOUT_BENCH_SEED = 1
+RANKING_QUERIES_PER_TASK = 1000  # the card's ranking check: intervals of about ± 0.03, fine enough to tell a task a
+# few points above chance from chance (the held-out benchmark's ± 0.07 cannot)
+RANKING_BENCH_SEED = 13  # never used while the recipe was developed, so the check is not tuned to it
 
 
 def chance_by_task(bench) -> dict[str, float]:
@@ -39,14 +42,16 @@ def chance_by_task(bench) -> dict[str, float]:
     return {**{t: sum(v) / len(v) for t, v in out.items()}, "Avg.": sum(everything) / len(everything)}
 
 
-def score_settings(bench_dir: Path, model: str, run_dir: Path, settings: str = "0-shot") -> list[dict]:
+def score_settings(
+    bench_dir: Path, model: str, run_dir: Path, settings: str = "0-shot", scorers: str = "generate,ppl"
+) -> list[dict]:
     """Per (task, setting, scorer) accuracy with its 95% CI, as `mmctx run` computes it, on the CPU
     (zero-shot unless ``settings`` names others), with `mmctx demo`'s generation limits."""
     from mmctx.run.evaluate import evaluate
     from mmctx.run.plan import DEMO_LIMITS
 
     outcome = evaluate(
-        bench_dir, model, run_dir, settings=settings, scorers="generate,ppl", device="cpu", dtype="float32",
+        bench_dir, model, run_dir, settings=settings, scorers=scorers, device="cpu", dtype="float32",
         show_progress=False, limits=DEMO_LIMITS,
     )  # fmt: skip
     return [
@@ -59,10 +64,16 @@ def _cell(cells: list[dict], task: str, scorer: str, setting: str = "0-shot") ->
     return next((c for c in cells if c["task"] == task and c["scorer"] == scorer and c["setting"] == setting), None)
 
 
-def _fmt(cell: dict | None) -> str:
+def _fmt(cell: dict | None, digits: int = 2) -> str:
     if cell is None:
         return "—"
-    return f"{cell['accuracy']:.2f} [{cell['ci_low']:.2f}, {cell['ci_high']:.2f}] (n={cell['n']})"
+    a, lo, hi = (f"{cell[k]:.{digits}f}" for k in ("accuracy", "ci_low", "ci_high"))
+    return f"{a} [{lo}, {hi}] (n={cell['n']})"
+
+
+def _tasks(cells: list[dict]) -> list[str]:
+    """The tasks in the order `mmctx run` reports them, "Avg." last (lists keep it in metrics.json; dicts do not)."""
+    return [t for t in dict.fromkeys(c["task"] for c in cells) if t != "Avg."] + ["Avg."]
 
 
 def score_table(trained: list[dict], untrained: list[dict], chance: dict[str, float]) -> str:
@@ -71,8 +82,7 @@ def score_table(trained: list[dict], untrained: list[dict], chance: dict[str, fl
         "| task | chance | generate, trained | generate, untrained | ppl, trained | ppl, untrained |",
         "|---|---|---|---|---|---|",
     ]
-    tasks = [t for t in chance if t != "Avg."] + ["Avg."]
-    for task in tasks:
+    for task in _tasks(trained):
         row = [task, f"{chance[task]:.2f}"]
         row += [_fmt(_cell(cells, task, scorer)) for scorer in ("generate", "ppl") for cells in (trained, untrained)]
         lines.append("| " + " | ".join(row) + " |")
@@ -86,6 +96,45 @@ def grid_table(cells: list[dict]) -> str:
     for s in settings:
         lines.append(f"| {s} | {_fmt(_cell(cells, 'Avg.', 'generate', s))} | {_fmt(_cell(cells, 'Avg.', 'ppl', s))} |")
     return "\n".join(lines)
+
+
+def tasks_not_above_chance(cells: list[dict], chance: dict[str, float], scorer: str = "ppl") -> list[str]:
+    """The tasks whose zero-shot ``scorer`` interval does not lie wholly above chance."""
+    tasks = [t for t in dict.fromkeys([*(c["task"] for c in cells), *chance]) if t != "Avg." and t in chance]
+    return [t for t in tasks if not (_cell(cells, t, scorer) or {}).get("ci_low", 0) > chance[t]]
+
+
+def ranking_section(m: dict, scores: dict, chance: dict) -> list[str]:
+    """The card's ranking check: zero-shot perplexity ranking of the trained model on a large benchmark."""
+    cells, chance = scores["ranking"]["trained"], chance["ranking"]
+    lines = [
+        "| task | chance | ppl, trained | lower bound − chance | interval above chance |",
+        "|---|---|---|---|---|",
+    ]
+    for task in _tasks(cells):
+        cell = _cell(cells, task, "ppl")
+        margin = f"{cell['ci_low'] - chance[task]:+.3f}" if cell else "—"
+        above = "yes" if cell and cell["ci_low"] > chance[task] else "**no**"
+        lines.append(f"| {task} | {chance[task]:.3f} | {_fmt(cell, 3)} | {margin} | {above} |")
+    short = tasks_not_above_chance(cells, chance)
+    verdict = f"Not clear of chance: {', '.join(short)}." if short else "Every task's interval lies above chance."
+    barely = [t for t in _tasks(cells)[:-1] if t not in short and _cell(cells, t, "ppl")["ci_low"] - chance[t] < 0.01]
+    if barely:
+        verdict += f" Clear of it by less than 0.01: {', '.join(barely)}."
+    return [
+        "",
+        f"### Perplexity ranking at scale (shapes-world, seed {RANKING_BENCH_SEED}, "
+        f"{m['ranking_queries_per_task']} queries per task and format; trained model)",
+        "",
+        "Whether perplexity ranking beats chance on every task, with intervals narrow enough to tell a few "
+        "points from none. Reproduce with `mmctx shapes --out B --seed "
+        f"{RANKING_BENCH_SEED} --benchmark --queries-per-task {m['ranking_queries_per_task']}` and "
+        "`mmctx run B --model M --settings 0-shot --scorers ppl --out R`.",
+        "",
+        *lines,
+        "",
+        verdict,
+    ]
 
 
 def machine() -> str:
@@ -219,6 +268,8 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
         "",
         score_table(scores["heldout"]["trained"], scores["heldout"]["untrained"], chance["heldout"]),
     ]
+    if "ranking" in scores:
+        text += ranking_section(m, scores, chance)
     if grid:
         text += [
             "",
@@ -409,7 +460,14 @@ def train_clip_reference(out: Path, seed: int, progress: bool, quick: bool, opti
 
 
 def train_vlm_reference(
-    out: Path, seed: int, progress: bool, quick: bool, grid: bool, heldout_queries: int, options: dict
+    out: Path,
+    seed: int,
+    progress: bool,
+    quick: bool,
+    grid: bool,
+    heldout_queries: int,
+    options: dict,
+    ranking_queries: int = 0,
 ) -> dict:
     """shapes-vlm into ``out/shapes-vlm``: trained, scored against its untrained twin, carded."""
     from mmctx.reference.vlm import train_shapes_vlm
@@ -419,12 +477,15 @@ def train_vlm_reference(
     for key in ("losses", "vision_losses", "grounding_losses"):
         vlm[key] = _curve(vlm[key])
     vlm.update(machine=machine(), path=VLM_NAME, quick=quick, heldout_queries_per_task=heldout_queries)
+    vlm.update(ranking_queries_per_task=ranking_queries)
     return score_vlm_reference(folder, vlm, grid)
 
 
 def score_vlm_reference(folder: Path, vlm: dict, grid: bool) -> dict:
     """Score the trained shapes-vlm in ``folder`` against its untrained twin (same architecture,
     tokenizer and seed) on the demo and held-out benchmarks, and write its card and metrics.
+    Where ``vlm["ranking_queries_per_task"]`` is set, also rank by perplexity on a benchmark that
+    large (seed `RANKING_BENCH_SEED`; the trained model only).
     ``vlm`` is what training measured (as in its ``metrics.json``). Scoring is deterministic, so
     a checkpoint can be re-scored (after a change of scorer or limits) without retraining."""
     from transformers import AutoProcessor
@@ -450,6 +511,12 @@ def score_vlm_reference(folder: Path, vlm: dict, grid: bool) -> dict:
                 "trained": score_settings(bench.root, str(folder), tmp / f"run-{name}-trained"),
                 "untrained": score_settings(bench.root, str(untrained), tmp / f"run-{name}-untrained"),
             }
+        if vlm.get("ranking_queries_per_task"):
+            n = vlm["ranking_queries_per_task"]
+            bench = build_benchmark(tmp / "bench-ranking", queries_per_task=n, seed=RANKING_BENCH_SEED)
+            chance["ranking"] = chance_by_task(bench)
+            ranked = score_settings(bench.root, str(folder), tmp / "run-ranking", scorers="ppl")
+            scores["ranking"] = {"trained": ranked}
         if grid:
             grid_cells = score_settings(tmp / "bench-demo", str(folder), tmp / "run-demo-grid", settings="all")
     vlm.update(scores=scores, chance=chance, grid=grid_cells)
@@ -493,8 +560,10 @@ def train_reference(
         result["megabytes"][CLIP_NAME] = folder_megabytes(out / CLIP_NAME)
     if only in (None, "vlm"):
         options = {**(QUICK_VLM if quick else {}), **(vlm_options or {})}
-        heldout = 1 if quick else HELDOUT_QUERIES_PER_TASK
-        result["vlm"] = train_vlm_reference(out, seed, progress, quick, grid and not quick, heldout, options)
+        heldout, ranking = (1, 1) if quick else (HELDOUT_QUERIES_PER_TASK, RANKING_QUERIES_PER_TASK)
+        result["vlm"] = train_vlm_reference(
+            out, seed, progress, quick, grid and not quick, heldout, options, ranking_queries=ranking
+        )
         result["training_seconds"] += result["vlm"]["train_seconds"]
         result["megabytes"][VLM_NAME] = folder_megabytes(out / VLM_NAME)
     result["seconds"] = time.perf_counter() - started
