@@ -168,3 +168,15 @@ def test_builtin_specs_are_refused_where_they_are_the_wrong_kind_of_model():
         EncoderError, match=r"is a chat model, not an encoder; built-in encoder models: \['builtin:shapes-clip'\]"
     ):
         load_encoder("clip:builtin:tiny-idefics3")
+
+
+def test_the_card_says_how_stage_one_was_taught_arrow_ends():
+    from mmctx.reference.train import _arrow_text
+
+    assert _arrow_text({"arrow_roles": False, "neighbour_layers": []}) == ""  # the shipped recipe's card
+    text = _arrow_text(
+        {"arrow_roles": True, "neighbour_layers": [0, 1], "neighbour_attention": [0.81, 0.4],
+         "arrow_sources_read": 0.7, "arrow_targets_read": 0.753}
+    )  # fmt: skip
+    assert "if an arrow starts at it" in text and "first and second layers" in text and "0.81, 0.40" in text
+    assert "source is the joined shape with more `arrow tail` in 70.0%" in text and "`arrow head` in 75.3%" in text

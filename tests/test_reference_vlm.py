@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -108,6 +109,35 @@ def test_the_size_label_is_that_of_the_labelled_shape():
     assert pair == 1 + list(COLOURS).index("red") * len(SHAPES) + SHAPES.index("circle")
     assert shape == 1 + SHAPES.index("circle") and size == 1 + list(SIZES).index("large")
     assert [n - 1 for n in label_classes()] == [len(COLOURS) * len(SHAPES), len(SHAPES), len(SIZES)]
+
+
+def test_arrow_roles_label_the_source_and_target_objects_own_patches():
+    from mmctx.data.shapes import SHAPES
+
+    labels = patch_labels(patch_features(ONE_FRAME, 96, 8, "coverage"), roles=True)
+    assert labels.shape[-1] == 5 and labels[..., :3].equal(patch_labels(patch_features(ONE_FRAME, 96, 8, "coverage")))
+    assert labels[_patch(8, 1)].tolist()[3:] == [1 + SHAPES.index("circle"), 0]  # the arrow starts at the circle
+    assert labels[_patch(3, 8)].tolist()[3:] == [0, 1 + SHAPES.index("star")]  # and ends at the star
+    assert labels[_patch(0, 0)].tolist() == [0] * 5
+    no_arrow = copy.deepcopy(ONE_FRAME)
+    no_arrow["frames"][0]["arrows"] = []
+    assert patch_labels(patch_features(no_arrow, 96, 8, "coverage"), roles=True)[..., 3:].eq(0).all()
+    assert [n - 1 for n in label_classes(roles=True)][3:] == [len(SHAPES), len(SHAPES)]
+
+
+def test_arrow_ends_read_back_compare_the_two_joined_shapes():
+    from mmctx.reference.vlm import arrow_ends_read
+
+    read = patch_features(ONE_FRAME, 96, 8).sum(0)
+    assert arrow_ends_read([read], [ONE_FRAME]) == (1.0, 1.0)
+    swapped, names = read.clone(), feature_names()
+    for role in ("arrow tail", "arrow head"):
+        a, b = names.index(f"circle {role}"), names.index(f"star {role}")
+        swapped[[a, b]] = read[[b, a]]
+    assert arrow_ends_read([read, swapped], [ONE_FRAME, ONE_FRAME]) == (0.5, 0.5)
+    no_arrow = copy.deepcopy(ONE_FRAME)
+    no_arrow["frames"][0]["arrows"] = []
+    assert arrow_ends_read([read], [no_arrow]) == (None, None)
 
 
 @pytest.fixture(scope="module")
@@ -443,6 +473,64 @@ def test_vision_pretraining_learns_patch_classes_in_known_dimensions(small_vlm):
     assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.5, losses
     covered, uncovered = patch_accuracy(model.eval(), pixels, labels)
     assert 0 <= covered <= 1 and uncovered > 0.9  # most patches are empty, and it learns that first
+
+
+def test_neighbour_heads_start_on_the_neighbourhood_and_are_kept_there(small_vlm, tmp_path):
+    """`look_at_neighbours` starts head 0 of each named tower layer on each patch's 3 × 3
+    neighbourhood; stage 1 then trains everything else, and neither the heads nor the position
+    code they read move."""
+    import torch
+
+    from mmctx.reference.vlm import (
+        NEIGHBOUR_DIMS,
+        build_shapes_vlm,
+        load_for_training,
+        look_at_neighbours,
+        neighbour_attention,
+        pretrain_vision,
+    )
+
+    bench, path = small_vlm
+    _, pixels, features, labels = _model_and_images(small_vlm)
+    tokenizer = load_for_training(path)[1].tokenizer
+    two_layers = build_shapes_vlm(tmp_path / "two", tokenizer, replace(SMALL, vision_layers=2), seed=0)
+    model = load_for_training(two_layers)[0]
+    assert neighbour_attention(model, pixels, 0) < 0.2  # a random head looks all over
+    look_at_neighbours(model, (0, 1))
+    started = [neighbour_attention(model, pixels, layer) for layer in (0, 1)]
+    assert min(started) > 0.5, started  # 0.82 in the full-size tower
+    vision = model.model.vision_model
+    code = vision.embeddings.position_embedding.weight[:, -NEIGHBOUR_DIMS:].clone()
+    query = vision.encoder.layers[1].self_attn.q_proj.weight[: 48 // 2].clone()
+    before = vision.encoder.layers[1].mlp.fc1.weight.clone()
+    torch.manual_seed(0)
+    pretrain_vision(model, pixels, features, labels, steps=10, batch_size=8, lr=5e-3, seed=0)
+    assert vision.embeddings.position_embedding.weight[:, -NEIGHBOUR_DIMS:].equal(code)  # frozen
+    # the head's gradients are zeroed; only AdamW's weight decay (1 - lr × 0.01 a step) moves it
+    kept = vision.encoder.layers[1].self_attn.q_proj.weight[: 48 // 2]
+    assert torch.allclose(kept, query, rtol=1e-3) and kept.abs().sum() > 0.99 * query.abs().sum()
+    assert not vision.encoder.layers[1].mlp.fc1.weight.equal(before)  # the rest trains
+    for layer in vision.encoder.layers:  # nothing writes into the code the heads read
+        assert layer.mlp.fc2.weight[-NEIGHBOUR_DIMS:].eq(0).all()
+        assert layer.self_attn.out_proj.weight[-NEIGHBOUR_DIMS:].eq(0).all()
+    assert neighbour_attention(model.eval(), pixels, 0) > 0.5
+
+
+def test_stage_one_learns_arrow_roles_as_two_more_columns(small_vlm, tmp_path):
+    import torch
+
+    from mmctx.reference.vlm import build_shapes_vlm, load_for_training, pretrain_vision
+
+    _, path = small_vlm
+    narrow, pixels, coverage, _ = _model_and_images(small_vlm, weight="coverage")
+    labels = torch.stack([patch_labels(f, roles=True) for f in coverage])
+    with pytest.raises(ValueError, match="vision width must be at least 52"):
+        pretrain_vision(narrow, pixels, coverage, labels, steps=1, batch_size=8, lr=5e-3, seed=0)
+    tokenizer = load_for_training(path)[1].tokenizer
+    model = load_for_training(build_shapes_vlm(tmp_path / "wide", tokenizer, replace(SMALL, vision_hidden=64), 0))[0]
+    torch.manual_seed(0)
+    losses = pretrain_vision(model, pixels, coverage, labels, steps=30, batch_size=8, lr=5e-3, seed=0)
+    assert sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 0.5, losses
 
 
 def test_the_linear_phase_makes_the_features_a_linear_function_of_the_tower_output(small_vlm):

@@ -8,7 +8,10 @@ checkpoints (safetensors, processor, chat template) with a ``README.md`` model c
 benchmark (shapes-world, seed 0, `DEMO_QUERIES_PER_TASK` queries per task and format) and on
 a larger held-out benchmark (seed `HELDOUT_BENCH_SEED`) for tighter intervals; next to it, the
 untrained model of the same architecture (same tokenizer, same seed, no training), which must
-stay at chance. Neither benchmark seed is ever trained on (see `mmctx.reference.vlm`).
+stay at chance. Then the trained model is ranked by perplexity on a much larger benchmark
+(seed `RANKING_BENCH_SEED`, `RANKING_QUERIES_PER_TASK` per task and format), and the card names
+each task whose interval does not clear chance there. No benchmark seed is ever trained on (see
+`mmctx.reference.vlm`).
 """
 
 from __future__ import annotations
@@ -177,6 +180,36 @@ def _phase(fields: dict):
     return Phase(fields["until"], fields["focus"], fields["drill"], fields["drill_tasks"])
 
 
+def _arrow_text(m: dict) -> str:
+    """Stage 1's arrow ends, for the card: how it was taught them (where it was) and how often the
+    image token says which shape an arrow starts and ends at."""
+    text = ""
+    if m.get("arrow_roles"):
+        text += (
+            " Two more patch classes name the shape of the object covering a patch if an arrow starts "
+            "at it, and if one ends there."
+        )
+    if m.get("neighbour_layers"):
+        shares = ", ".join(f"{a:.2f}" for a in m["neighbour_attention"])
+        text += (
+            f" Head 0 of the tower's {' and '.join(_ordinal(i) for i in m['neighbour_layers'])} layer"
+            f"{'s' if len(m['neighbour_layers']) > 1 else ''} starts and is kept on each patch's 3 × 3 "
+            f"neighbourhood (`look_at_neighbours`; after stage 1 it gives it {shares} of its attention), "
+            "since where an arrow touches its object the patch hardly shows which end it is."
+        )
+    if m.get("arrow_sources_read") is not None:
+        text += (
+            f" Read back from the image tokens of held-out arrow scenes, the arrow's source is the joined shape "
+            f"with more `arrow tail` in {_share(m['arrow_sources_read'])} of them and its target the one with "
+            f"more `arrow head` in {_share(m['arrow_targets_read'])} (chance 50%)."
+        )
+    return text
+
+
+def _ordinal(i: int) -> str:
+    return ("first", "second", "third", "fourth")[i] if i < 4 else f"{i + 1}th"
+
+
 def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> str:
     arch = m["architecture"]
     text = [
@@ -226,7 +259,7 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
         "the colour–shape pair "
         f"of {_share(m['patch_accuracy'])} of covered patches ({_share(m['background_accuracy'])} of the others "
         "as uncovered); read back from the image tokens, the set of colour–shape pairs in an image is exactly "
-        f"right for {_share(m['pair_sets_exact'])} of them. Both are frozen afterwards.",
+        f"right for {_share(m['pair_sets_exact'])} of them." + _arrow_text(m) + " Both are frozen afterwards.",
         f"- Stage 2, {m['steps']} + {m['restart_steps']} steps of about {m['tokens_per_batch']} tokens, language model only: conversations "
         "rendered exactly as `mmctx run` renders them (preset `fewmmbench`, the processor's chat template), "
         f"{m['mixture']['zero_shot']:.0%} zero-shot (asking the training benchmark's queries and demonstrations and "
