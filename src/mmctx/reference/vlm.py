@@ -617,8 +617,11 @@ def look_at_neighbours(model, layers: Sequence[int], strength: float = NEIGHBOUR
     head's tip is a line's width there; its wide part lies a patch over), and a tower left to
     itself did not learn to look a patch over. With a head kept on the neighbourhood in the
     first layer, the patches where the ends touch were named (93%, arrow scenes alone), but
-    the ends still did not reach the token; with one in the second layer too, and the objects'
-    own patches labelled with their role (`arrow_role_labels`), they did (docs/shapes-vlm-development.md).
+    the ends still did not reach the token. With one in the second layer too, and the objects'
+    own patches labelled with their role (`arrow_role_labels`), they did on arrow scenes alone
+    (source 70%, target 75% read back from the token) but not in a full run's mixed pool (58%,
+    36%; action still at chance), which is why the recipe leaves both off
+    (docs/shapes-vlm-development.md).
 
     How: the position embeddings' last `NEIGHBOUR_DIMS` dimensions hold each patch's x, x², y, y²
     (from -1 to 1) and 1; nothing writes into them (the patch embedding, every layer's attention
