@@ -477,8 +477,8 @@ def test_vision_pretraining_learns_patch_classes_in_known_dimensions(small_vlm):
 
 def test_neighbour_heads_start_on_the_neighbourhood_and_are_kept_there(small_vlm, tmp_path):
     """`look_at_neighbours` starts head 0 of each named tower layer on each patch's 3 × 3
-    neighbourhood; stage 1 then trains everything else, and neither the heads nor the position
-    code they read move."""
+    neighbourhood; stage 1 then trains everything else, while the position code the heads read
+    stays put and the heads move only by weight decay."""
     import torch
 
     from mmctx.reference.vlm import (

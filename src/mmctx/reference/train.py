@@ -101,10 +101,16 @@ def grid_table(cells: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _margin(cells: list[dict], task: str, chance: dict[str, float], scorer: str = "ppl") -> float | None:
+    """How far the zero-shot ``scorer`` interval's lower bound lies above chance (None: not scored)."""
+    cell = _cell(cells, task, scorer)
+    return None if cell is None else cell["ci_low"] - chance[task]
+
+
 def tasks_not_above_chance(cells: list[dict], chance: dict[str, float], scorer: str = "ppl") -> list[str]:
     """The tasks whose zero-shot ``scorer`` interval does not lie wholly above chance."""
     tasks = [t for t in dict.fromkeys([*(c["task"] for c in cells), *chance]) if t != "Avg." and t in chance]
-    return [t for t in tasks if not (_cell(cells, t, scorer) or {}).get("ci_low", 0) > chance[t]]
+    return [t for t in tasks if not (_margin(cells, t, chance, scorer) or 0) > 0]
 
 
 def ranking_section(m: dict, scores: dict, chance: dict) -> list[str]:
@@ -114,14 +120,14 @@ def ranking_section(m: dict, scores: dict, chance: dict) -> list[str]:
         "| task | chance | ppl, trained | lower bound − chance | interval above chance |",
         "|---|---|---|---|---|",
     ]
-    for task in _tasks(cells):
-        cell = _cell(cells, task, "ppl")
-        margin = f"{cell['ci_low'] - chance[task]:+.3f}" if cell else "—"
-        above = "yes" if cell and cell["ci_low"] > chance[task] else "**no**"
-        lines.append(f"| {task} | {chance[task]:.3f} | {_fmt(cell, 3)} | {margin} | {above} |")
+    margins = {task: _margin(cells, task, chance) for task in _tasks(cells)}
+    for task, margin in margins.items():
+        shown = "—" if margin is None else f"{margin:+.3f}"
+        above = "yes" if (margin or 0) > 0 else "**no**"
+        lines.append(f"| {task} | {chance[task]:.3f} | {_fmt(_cell(cells, task, 'ppl'), 3)} | {shown} | {above} |")
     short = tasks_not_above_chance(cells, chance)
     verdict = f"Not clear of chance: {', '.join(short)}." if short else "Every task's interval lies above chance."
-    barely = [t for t in _tasks(cells)[:-1] if t not in short and _cell(cells, t, "ppl")["ci_low"] - chance[t] < 0.01]
+    barely = [t for t, margin in margins.items() if t != "Avg." and t not in short and margin < 0.01]
     if barely:
         verdict += f" Clear of it by less than 0.01: {', '.join(barely)}."
     return [
@@ -509,8 +515,13 @@ def train_vlm_reference(
     vlm = train_shapes_vlm(folder, seed=seed, progress=progress, **options)
     for key in ("losses", "vision_losses", "grounding_losses"):
         vlm[key] = _curve(vlm[key])
-    vlm.update(machine=machine(), path=VLM_NAME, quick=quick, heldout_queries_per_task=heldout_queries)
-    vlm.update(ranking_queries_per_task=ranking_queries)
+    vlm.update(
+        machine=machine(),
+        path=VLM_NAME,
+        quick=quick,
+        heldout_queries_per_task=heldout_queries,
+        ranking_queries_per_task=ranking_queries,
+    )
     return score_vlm_reference(folder, vlm, grid)
 
 

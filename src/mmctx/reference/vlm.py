@@ -583,7 +583,7 @@ def _patch_cross_entropy(states, labels, log_temperature):
     of the tower's output dimensions times its group's learnt temperature."""
     import torch
 
-    classes = label_classes(roles=labels.shape[-1] > 3)
+    classes = label_classes(roles=labels.shape[-1] > len(label_classes()))
     starts = [sum(classes[:k]) for k in range(len(classes))]
     return sum(
         torch.nn.functional.cross_entropy(
@@ -756,7 +756,7 @@ def pretrain_vision(
     import torch
 
     vision = model.model.vision_model
-    classes = label_classes(roles=labels.shape[-1] > 3)
+    classes = label_classes(roles=labels.shape[-1] > len(label_classes()))
     if sum(classes) > vision.config.hidden_size:
         raise ValueError(f"the vision width must be at least {sum(classes)} (one dimension a patch class)")
     log_temperature = torch.nn.Parameter(torch.zeros(len(classes)))
