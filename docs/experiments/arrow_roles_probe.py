@@ -44,7 +44,9 @@ with tempfile.TemporaryDirectory() as tmp:
     V.pretrain_vision(model, pixels[fit], features[fit], labels[fit], steps, 64, 5e-3, 0, linear_steps)
     model.eval()
     for layer in layers:
-        print(f"head on the neighbourhood, layer {layer}: {V.neighbour_attention(model, pixels[check][:64], layer):.2f}")
+        print(
+            f"head on the neighbourhood, layer {layer}: {V.neighbour_attention(model, pixels[check][:64], layer):.2f}"
+        )
     basis = V.feature_basis(arch.hidden, 0)
     V.fit_connector(model, pixels[fit], features[fit], basis)
     read = V.read_features(model, pixels[check], basis)
