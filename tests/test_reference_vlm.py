@@ -125,6 +125,37 @@ def test_arrow_roles_label_the_source_and_target_objects_own_patches():
     assert [n - 1 for n in label_classes(roles=True)][3:] == [len(SHAPES), len(SHAPES)]
 
 
+def test_arrow_scenes_get_their_share_of_stage_one_draws_each_kind_equally():
+    from mmctx.reference.vlm import arrow_scene_weights
+
+    no_arrow = copy.deepcopy(ONE_FRAME)
+    no_arrow["frames"][0]["arrows"] = []
+    weights = arrow_scene_weights([no_arrow, ONE_FRAME, no_arrow, no_arrow], 0.4)
+    assert weights.tolist() == pytest.approx([0.2, 0.4, 0.2, 0.2])
+    assert arrow_scene_weights([no_arrow, ONE_FRAME], 0.0) is None  # uniform, as shipped
+    assert arrow_scene_weights([ONE_FRAME, ONE_FRAME], 0.5) is None  # one kind: nothing to share
+    with pytest.raises(ValueError, match=r"share of stage 1 must be in \[0, 1\), not 1"):
+        arrow_scene_weights([no_arrow, ONE_FRAME], 1)
+
+
+def test_stage_one_draws_only_images_its_weights_allow(small_vlm):
+    """Images a weight of 0 leaves out are never drawn: here they are NaN, so one draw of them
+    would make the loss NaN, as it does when every image may be drawn. (The linear phase's start,
+    a least-squares read-out, sees every image, so only the class phase is run.)"""
+    import torch
+
+    from mmctx.reference.vlm import pretrain_vision
+
+    model, pixels, features, labels = _model_and_images(small_vlm)
+    poisoned = pixels.clone()
+    poisoned[2:] = float("nan")
+    weights = torch.tensor([1.0, 1.0] + [0.0] * (len(pixels) - 2), dtype=torch.float64)
+    kept = pretrain_vision(copy.deepcopy(model), poisoned, features, labels, 5, 8, 5e-3, 0, weights=weights)
+    assert len(kept) == 5 and all(math.isfinite(x) for x in kept)
+    uniform = pretrain_vision(model, poisoned, features, labels, 1, 8, 5e-3, 0)
+    assert math.isnan(uniform[0])
+
+
 def test_arrow_ends_read_back_compare_the_two_joined_shapes():
     from mmctx.reference.vlm import arrow_ends_read
 

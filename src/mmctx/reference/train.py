@@ -203,6 +203,11 @@ def _arrow_text(m: dict) -> str:
             f"neighbourhood (`look_at_neighbours`; after stage 1 it gives it {shares} of its attention), "
             "since where an arrow touches its object the patch hardly shows which end it is."
         )
+    if m.get("arrow_share"):
+        text += (
+            f" The {m['arrow_scenes']} scenes with an arrow ({_share(m['arrow_scenes'] / m['vision_scenes'])} of "
+            f"stage 1's) get {_share(m['arrow_share'])} of its draws (`arrow_scene_weights`)."
+        )
     if m.get("arrow_sources_read") is not None:
         text += (
             f" Read back from the image tokens of held-out arrow scenes, the arrow's source is the joined shape "

@@ -723,6 +723,29 @@ def arrow_ends_read(read, metas: Sequence[dict]) -> tuple[float | None, float | 
     return tuple(sum(h) / len(h) if h else None for h in hits.values())
 
 
+def has_arrow(meta: dict) -> bool:
+    """Whether any frame of the scene draws an arrow."""
+    return any(frame.get("arrows") for frame in meta["frames"])
+
+
+def arrow_scene_weights(metas: Sequence[dict], share: float):
+    """Stage 1's sampling weights (one per scene) giving the scenes with an arrow ``share`` of
+    the draws and the others the rest, each scene of a kind equally; ``None`` (uniform) when
+    ``share`` is 0 or a kind is missing.
+
+    Why: in the mixed pool one scene in thirteen has an arrow, and there the tower learnt the
+    arrow roles (`arrow_role_labels`) far less than on arrow scenes alone (58% / 36% against
+    70% / 75% of held-out arrows read back)."""
+    import torch
+
+    if not 0 <= share < 1:
+        raise ValueError(f"the arrow scenes' share of stage 1 must be in [0, 1), not {share}")
+    arrows = torch.tensor([has_arrow(m) for m in metas])
+    if not share or arrows.all() or not arrows.any():
+        return None
+    return torch.where(arrows, share / arrows.sum(), (1 - share) / (~arrows).sum()).double()
+
+
 def pretrain_vision(
     model,
     pixels,
@@ -734,6 +757,7 @@ def pretrain_vision(
     seed: int,
     linear_steps: int = 0,
     linear_weight: float = 3.0,
+    weights=None,
 ) -> list[float]:
     """Stage 1: the vision tower learns to classify each patch (``labels``, `patch_labels`: pair,
     shape and size), reading each class's logit straight off one of its output dimensions; then,
@@ -751,7 +775,8 @@ def pretrain_vision(
     least-squares read-out, weight ``linear_weight``, beside the cross-entropy) makes them
     linear: on a width-128 tower, exact pair sets of held-out images went from 4% to 87%. The
     second phase has an optimiser and warm-up/cosine schedule of its own at the same ``lr``
-    (so it was measured). Returns the loss of every step.
+    (so it was measured). ``weights`` (one per image, e.g. `arrow_scene_weights`) draws the
+    batches' images in proportion to them; uniformly without. Returns the loss of every step.
     """
     import torch
 
@@ -767,7 +792,10 @@ def pretrain_vision(
         optimiser = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
         schedule = _schedule(optimiser, n)
         for _ in range(n):
-            idx = torch.randint(0, len(pixels), (batch_size,), generator=draws)
+            if weights is None:
+                idx = torch.randint(0, len(pixels), (batch_size,), generator=draws)
+            else:
+                idx = torch.multinomial(weights, batch_size, replacement=True, generator=draws)
             states = vision(pixel_values=pixels[idx]).last_hidden_state
             loss = cost(states, idx)
             optimiser.zero_grad()
@@ -1399,6 +1427,7 @@ def train_shapes_vlm(
     work: Path | None = None,
     arrow_roles: bool = False,
     neighbour_layers: Sequence[int] = (),
+    arrow_share: float = 0.0,
 ) -> dict:
     """Train an Idefics3 of ``arch`` on shapes-world and save it (model + processor) to ``out``.
 
@@ -1422,7 +1451,8 @@ def train_shapes_vlm(
     extra scenes keep their pool ids (only their image paths move); nothing looks samples up by
     id here. ``arrow_roles`` adds the objects' arrow roles to stage 1's patch classes
     (`arrow_role_labels`) and ``neighbour_layers`` keeps a head of those tower layers on each
-    patch's neighbourhood (`look_at_neighbours`); the shipped model was trained without either.
+    patch's neighbourhood (`look_at_neighbours`); ``arrow_share`` > 0 gives stage 1's scenes with
+    an arrow that share of its draws (`arrow_scene_weights`).
 
     Returns metrics: ``train_seconds`` (both stages), ``total_seconds`` (data, tokenizer and
     pixels too), ``parameters``, per-step ``losses`` (the reply's, restart included) and ``vision_losses`` (both
@@ -1484,6 +1514,7 @@ def train_shapes_vlm(
                 vision_lr,
                 seed,
                 linear_steps,
+                weights=arrow_scene_weights([s.meta for s in every[fit]], arrow_share),
             )
             model.eval()  # from here the tower is as at evaluation (no dropout): its tokens are cached
             fit_connector(model, pixels[fit], features[fit], basis)
@@ -1586,6 +1617,8 @@ def train_shapes_vlm(
         "arrow_targets_read": ends[1],
         "arrow_roles": arrow_roles,
         "neighbour_layers": list(neighbour_layers),
+        "arrow_share": arrow_share,
+        "arrow_scenes": sum(has_arrow(s.meta) for s in every[fit]),
         "neighbour_attention": neighbours,
         "patch_accuracy": covered,
         "background_accuracy": uncovered,
