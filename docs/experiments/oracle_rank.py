@@ -3,7 +3,8 @@
 Each option is rendered as the reply (text style, as `mmctx run`'s ppl scorer asks); the option
 with the lowest mean per-token loss wins. Its own loop, not the HF backend's `score`: the
 backend computes image tokens from pixels, and oracle tokens have none. Image tokens are either ``exact`` or ``positions``
-(`oracle_tokens.py`, as ``oracle_stage2.py`` trains on) or ``tower`` (the model's own vision tower and connector). On the
+(`oracle_tokens.py`, as ``oracle_stage2.py`` trains on) or ``tower`` (the model's own vision tower and connector;
+``tower+exact-ends`` with the arrow-end features made exact). On the
 shipped model, tower mode gives what its card gives (action 0.59, commonsense 0.41 on 150 a task).
 
     python docs/experiments/oracle_rank.py MODEL_DIR exact|positions|tower PER_TASK SEED task,task,...
@@ -22,7 +23,7 @@ from mmctx.prompts.build import build_prompt, shown_options
 from mmctx.reference import vlm as V
 
 sys.path.insert(0, str(Path(__file__).parent))
-from oracle_tokens import oracle_token  # noqa: E402
+from oracle_tokens import oracle_token, with_exact_ends  # noqa: E402
 
 folder, mode, per, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 tasks = sys.argv[5].split(",")
@@ -35,9 +36,11 @@ r = V.Renderer(processor, adapter, root)
 basis = V.feature_basis(arch.hidden, 0)
 scale = V.token_scale(V._patches(model))
 paths = V._image_paths(r, pool)
-if mode == "tower":
+if mode.startswith("tower"):
     ps, px = V._pixels(r, pool)
     toks = V.cached_image_tokens(model, ps, px)
+    if mode == "tower+exact-ends":
+        toks = {p: with_exact_ends(toks[p], s.meta, basis, scale) for p, s in zip(ps, pool)}
 else:
     toks = {p: oracle_token(s.meta, basis, scale, mode) for p, s in zip(paths, pool)}
 acc = collections.defaultdict(list)

@@ -12,7 +12,9 @@ the tower does not feed it. Score with ``oracle_rank.py OUT/model exact ...``.
 ``shipped`` takes the tokens from the shipped model's own tower and connector instead, and
 saves the trained language model with them: a full run without its stage 1. ``tower=DIR`` does
 the same with the tower of the model in DIR (another run's). Score either with
-``oracle_rank.py OUT/model tower ...``.
+``oracle_rank.py OUT/model tower ...``. ``tower=DIR+exact-ends`` swaps the tower tokens'
+arrow-end features for the exact ones (score with ``oracle_rank.py OUT/model tower+exact-ends``);
+``tower=DIR+ends*K`` multiplies what the connector writes along them by K, saved in the model.
 
 ``positions`` (`oracle_tokens.py`) puts where the arrow's ends are in the token instead of which
 shapes they touch; the grounding still asks each shape word for its own arrow ends.
@@ -25,7 +27,7 @@ from pathlib import Path
 from mmctx.reference import vlm as V
 
 sys.path.insert(0, str(Path(__file__).parent))
-from oracle_tokens import oracle_token  # noqa: E402
+from oracle_tokens import oracle_token, sharpen_ends, with_exact_ends  # noqa: E402
 
 out, steps, restart_steps = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 mode = sys.argv[4] if len(sys.argv) > 4 else "exact"
@@ -42,17 +44,24 @@ def remembering_pixels(renderer, samples):
 
 def oracle_tokens(model, paths, pixels):
     if tower is not None:
-        return tokens_of(tower, paths, pixels)
+        tokens = tokens_of(tower, paths, pixels)
+        if change == "exact-ends":
+            basis, scale = V.feature_basis(V.Architecture().hidden, seed), V.token_scale(V._patches(model))
+            tokens = {p: with_exact_ends(t, metas[p], basis, scale) for p, t in tokens.items()}
+        return tokens
     basis, scale = V.feature_basis(V.Architecture().hidden, seed), V.token_scale(V._patches(model))
     return {p: oracle_token(metas[p], basis, scale, mode) for p in paths}
 
 
 tokens_of = V.cached_image_tokens
-tower = None
+tower, change = None, ""
 if mode == "shipped" or mode.startswith("tower="):
     from mmctx.reference.shipped import VLM_NAME, shipped
 
-    tower = V.load_for_training(shipped(VLM_NAME) if mode == "shipped" else mode.split("=", 1)[1])[0].eval()
+    source, _, change = (str(shipped(VLM_NAME)) if mode == "shipped" else mode.split("=", 1)[1]).partition("+")
+    tower = V.load_for_training(source)[0].eval()
+    if change.startswith("ends*"):
+        sharpen_ends(tower, V.feature_basis(V.Architecture().hidden, seed), float(change[5:]))
 V._pixels, V.cached_image_tokens = remembering_pixels, oracle_tokens
 started = time.perf_counter()
 metrics = V.train_shapes_vlm(

@@ -58,3 +58,22 @@ def oracle_token(meta, basis, scale, mode: str = "exact"):
     elif mode != "exact":
         raise ValueError(f"mode must be 'exact' or 'positions', not {mode!r}")
     return (basis @ (scale * f))[None]
+
+
+def with_exact_ends(token, meta, basis, scale):
+    """A tower's ``token`` (1 × hidden) with its arrow-end features replaced by the scene's exact ones."""
+    change = V.patch_features(meta, 96, 8).sum(0) - (token @ basis)[0] / scale
+    kept = [i for i in range(len(NAMES)) if i not in ENDS]
+    change[kept] = 0
+    return token + (basis @ (scale * change))[None]
+
+
+def sharpen_ends(model, basis, factor: float) -> None:
+    """Multiply what the connector writes along the arrow-end directions by ``factor``: the
+    fitted connector reads the ends back at about half their size (least squares shrinks them)."""
+    import torch
+
+    ends = basis[:, ENDS]
+    proj = model.model.connector.modality_projection.proj
+    with torch.no_grad():
+        proj.weight += (factor - 1) * ends @ (ends.T @ proj.weight)
