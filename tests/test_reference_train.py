@@ -182,6 +182,10 @@ def test_the_card_says_how_stage_one_was_taught_arrow_ends():
     assert "if an arrow starts at it" in text and "first and second layers" in text and "0.81, 0.40" in text
     assert "source is the joined shape with more `arrow tail` in 70.0%" in text and "`arrow head` in 75.3%" in text
     assert "draws" not in text  # uniform draws go unsaid
+    from mmctx.reference.train import _exact_ends_text
+
+    assert _exact_ends_text({}) == "" and _exact_ends_text({"exact_arrow_ends": False}) == ""
+    assert "tower's own tokens only" in _exact_ends_text({"exact_arrow_ends": True})
     shared = _arrow_text({"arrow_share": 1 / 3, "arrow_scenes": 1300, "vision_scenes": 16900})
     assert (
         shared == " The 1300 scenes with an arrow (7.7% of stage 1's) get 33.3% of its draws (`arrow_scene_weights`)."

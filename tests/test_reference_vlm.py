@@ -156,6 +156,30 @@ def test_stage_one_draws_only_images_its_weights_allow(small_vlm):
     assert math.isnan(uniform[0])
 
 
+def test_exact_arrow_ends_replace_only_the_arrow_directions_of_a_token():
+    import torch
+
+    from mmctx.reference.vlm import feature_basis, token_scale, with_exact_arrow_ends
+
+    basis, scale, names = feature_basis(128, 0), token_scale(144), feature_names()
+    exact = patch_features(ONE_FRAME, 96, 8).sum(0)
+    noisy = exact.clone()
+    tail, head = names.index("circle arrow tail"), names.index("star arrow head")
+    noisy[[tail, head]] = torch.tensor([0.4, 0.6])  # the tower's ends: shrunk
+    noisy[names.index("star arrow tail")] = 0.3  # and one that is not there
+    token = (basis @ (scale * noisy))[None] + 0.01 * torch.randn(1, 128, generator=torch.Generator().manual_seed(0))
+    (fixed,) = with_exact_arrow_ends({"a.png": token}, {"a.png": exact}, basis, scale).values()
+    read, before = (fixed @ basis)[0] / scale, (token @ basis)[0] / scale
+    ends = [i for i, n in enumerate(names) if " arrow " in n]
+    assert torch.allclose(read[ends], exact[ends], atol=1e-4)
+    others = [i for i in range(len(names)) if i not in ends]
+    assert torch.allclose(read[others], before[others], atol=1e-4)  # the rest, noise included, as it was
+    orthogonal = token - (token @ basis) @ basis.T
+    assert torch.allclose(fixed - (fixed @ basis) @ basis.T, orthogonal, atol=1e-4)
+    with pytest.raises(ValueError, match="one image token an image; b.png has 4"):
+        with_exact_arrow_ends({"b.png": token.repeat(4, 1)}, {"b.png": exact}, basis, scale)
+
+
 def test_arrow_ends_read_back_compare_the_two_joined_shapes():
     from mmctx.reference.vlm import arrow_ends_read
 

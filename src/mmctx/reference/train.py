@@ -294,7 +294,7 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
         f"{m['grounding_weight']:g}, read-outs discarded after training) makes each shape or colour word's "
         f"hidden state after {_layers(m['grounded_layer'])} give what the image shows about it (a shape's colours, "
         "sizes, count, position and arrows; a colour's shapes), so the reply has something to fetch from "
-        "the question's words.",
+        "the question's words." + _exact_ends_text(m),
         f"- AdamW, lr {m['lr']}, warm-up then cosine; the restart's a fresh AdamW at a constant {m['restart_lr']}; "
         f"`torch.manual_seed({m['seed']})` and seeded draws.",
         f"- Measured training time: {m['train_seconds']:.0f} s for both stages ({m['vision_seconds']:.0f} s stage 1); "
@@ -328,6 +328,17 @@ def vlm_card(m: dict, scores: dict, chance: dict, grid: list[dict] | None) -> st
 
 def _layers(n: int) -> str:
     return "the first layer" if n == 1 else f"the first {n} layers"
+
+
+def _exact_ends_text(m: dict) -> str:
+    """Stage 2's training tokens, for the card, where their arrow ends were made exact."""
+    if not m.get("exact_arrow_ends"):
+        return ""
+    return (
+        " Stage 2's training tokens carry the scenes' exact arrow ends (`with_exact_arrow_ends`; the rest "
+        "of each token is the tower's): on the tower's own, about half their size and noisy, it never learnt "
+        "to use them. Evaluation, here and everywhere, sees the tower's own tokens only."
+    )
 
 
 def _share(x: float | None) -> str:
