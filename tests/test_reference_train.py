@@ -50,6 +50,9 @@ def test_the_vlm_card_holds_trained_and_untrained_scores_with_intervals(quick_re
         0 <= c["ci_low"] <= c["ci_high"] <= 1 for c in cells
     )
     assert "Measured training time" in card and "constant of 4" in card and "strength 1.2" in card
+    # the recipe's arrow-end steps ran and are on record (and on the card)
+    assert metrics["arrow_roles"] and metrics["neighbour_layers"] == [0, 1] and metrics["exact_arrow_ends"]
+    assert metrics["arrow_share"] == 1 / 3 and "tower's own tokens only" in card and "of its draws" in card
     assert "{" not in card  # every placeholder filled in
     assert metrics["quick"] is True and card.startswith("**Quick run")  # never mistaken for real scores
     assert "### Perplexity ranking at scale (shapes-world, seed 13, 1 queries per task" in card

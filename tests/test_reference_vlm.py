@@ -673,6 +673,7 @@ def test_a_few_steps_lower_the_loss_and_save_a_loadable_checkpoint(tmp_path):
         tmp_path / "vlm", seed=0, steps=16, restart_steps=4, vision_steps=4, linear_steps=2, vision_batch=16, queries_per_task=2,
         pool_per_task=10, vision_pool_per_task=1, drill_scenes_per_task=20,
         arch=SMALL, mixture=Mixture(tokens_per_batch=600), lr=3e-3, progress=False, work=tmp_path / "bench",
+        arrow_roles=False, neighbour_layers=(), exact_arrow_ends=False,  # too narrow a tower; 16 tokens an image
     )  # fmt: skip
     losses = m["losses"]
     assert len(losses) == 16 + 4 and all(math.isfinite(x) for x in losses)  # the restart's steps follow

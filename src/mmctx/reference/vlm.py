@@ -82,7 +82,7 @@ disappeared for 0.78 of 40 held-out queries, and the named shape's next edge for
 development script). The previous shipped model answered temporal near chance (0.26);
 `RESTART` took it to 0.52 (per kind not measured).
 
-Action fails on the vision side: read back from the image tokens, the shape an arrow starts at (ends at) is
+In the earlier recipes action failed on the vision side: read back from the image tokens, the shape an arrow starts at (ends at) is
 the right one in 42% (40%) of 52 held-out arrow scenes (a development script), no better than a
 guess between the two shapes. Making each patch's arrow role (its object is where an arrow
 starts, ends, or neither) a fourth class of stage 1, as shape was made one, did not help: the
@@ -101,6 +101,15 @@ scenes' exact features ranks action right 0.86 of the time (150 held-out queries
 commonsense stays at chance there too (0.41), so commonsense is the language model's. Given
 where the arrow's ends are instead of which shapes they touch, it ranks action 0.57: the
 tower has to do the binding.
+
+The recipe now gets there in two steps. Stage 1 labels each object's own patches with its arrow
+role (`arrow_role_labels`), keeps head 0 of both tower layers on each patch's neighbourhood
+(`look_at_neighbours`) and gives arrow scenes a third of its draws (`arrow_scene_weights`): the
+token then names the source and target right for 99% and 96% of held-out arrow scenes. Stage 2
+trains on tokens whose arrow ends are the scenes' exact ones (`with_exact_arrow_ends`), since
+on the tower's own, half-size and noisy, it never found them. The shipped model so trained ranks
+action 0.80 at scale (13,000 queries of an unseen seed) and every task above chance,
+commonsense by 0.003; spatial relations fell from 0.76 to 0.59 held-out.
 
 How the recipe was found (development scripts, not part of mmctx, and every full run that
 was not shipped) is in ``docs/shapes-vlm-development.md``.
@@ -594,6 +603,8 @@ def _patch_cross_entropy(states, labels, log_temperature):
 
 
 NEIGHBOUR_DIMS = 5  # the tower's last dimensions `look_at_neighbours` keeps x, x², y, y², 1 in
+NEIGHBOUR_LAYERS = (0, 1)  # the tower layers whose head 0 is kept on each patch's neighbourhood
+ARROW_SHARE = 1 / 3  # of stage 1's draws, for the scenes with an arrow (7.7% of its pool)
 NEIGHBOUR_PRIOR = 20.0  # its strength: at initialisation a started head gives the 3 × 3 neighbourhood 0.82
 
 
@@ -1448,10 +1459,10 @@ def train_shapes_vlm(
     restart: Sequence[Phase] = RESTART,
     progress: bool = True,
     work: Path | None = None,
-    arrow_roles: bool = False,
-    neighbour_layers: Sequence[int] = (),
-    arrow_share: float = 0.0,
-    exact_arrow_ends: bool = False,
+    arrow_roles: bool = True,
+    neighbour_layers: Sequence[int] = NEIGHBOUR_LAYERS,
+    arrow_share: float = ARROW_SHARE,
+    exact_arrow_ends: bool = True,
 ) -> dict:
     """Train an Idefics3 of ``arch`` on shapes-world and save it (model + processor) to ``out``.
 
@@ -1477,7 +1488,8 @@ def train_shapes_vlm(
     (`arrow_role_labels`) and ``neighbour_layers`` keeps a head of those tower layers on each
     patch's neighbourhood (`look_at_neighbours`); ``arrow_share`` > 0 gives stage 1's scenes with
     an arrow that share of its draws (`arrow_scene_weights`); ``exact_arrow_ends`` trains stage 2
-    on image tokens whose arrow ends are the scenes' exact ones (`with_exact_arrow_ends`).
+    on image tokens whose arrow ends are the scenes' exact ones (`with_exact_arrow_ends`). The
+    recipe uses all four: without them action ranked at chance (the development record).
 
     Returns metrics: ``train_seconds`` (both stages), ``total_seconds`` (data, tokenizer and
     pixels too), ``parameters``, per-step ``losses`` (the reply's, restart included) and ``vision_losses`` (both
