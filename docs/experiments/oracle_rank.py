@@ -23,7 +23,7 @@ from mmctx.prompts.build import build_prompt, shown_options
 from mmctx.reference import vlm as V
 
 sys.path.insert(0, str(Path(__file__).parent))
-from oracle_tokens import oracle_token, with_exact_ends  # noqa: E402
+from oracle_tokens import exact_features, oracle_token  # noqa: E402
 
 folder, mode, per, seed = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 tasks = sys.argv[5].split(",")
@@ -40,7 +40,7 @@ if mode.startswith("tower"):
     ps, px = V._pixels(r, pool)
     toks = V.cached_image_tokens(model, ps, px)
     if mode == "tower+exact-ends":
-        toks = {p: with_exact_ends(toks[p], s.meta, basis, scale) for p, s in zip(ps, pool)}
+        toks = V.with_exact_arrow_ends(toks, {p: exact_features(s.meta) for p, s in zip(ps, pool)}, basis, scale)
 else:
     toks = {p: oracle_token(s.meta, basis, scale, mode) for p, s in zip(paths, pool)}
 acc = collections.defaultdict(list)

@@ -27,7 +27,7 @@ from pathlib import Path
 from mmctx.reference import vlm as V
 
 sys.path.insert(0, str(Path(__file__).parent))
-from oracle_tokens import oracle_token, sharpen_ends, with_exact_ends  # noqa: E402
+from oracle_tokens import exact_features, oracle_token, sharpen_ends  # noqa: E402
 
 out, steps, restart_steps = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 mode = sys.argv[4] if len(sys.argv) > 4 else "exact"
@@ -47,7 +47,7 @@ def oracle_tokens(model, paths, pixels):
         tokens = tokens_of(tower, paths, pixels)
         if change == "exact-ends":
             basis, scale = V.feature_basis(V.Architecture().hidden, seed), V.token_scale(V._patches(model))
-            tokens = {p: with_exact_ends(t, metas[p], basis, scale) for p, t in tokens.items()}
+            tokens = V.with_exact_arrow_ends(tokens, {p: exact_features(metas[p]) for p in tokens}, basis, scale)
         return tokens
     basis, scale = V.feature_basis(V.Architecture().hidden, seed), V.token_scale(V._patches(model))
     return {p: oracle_token(metas[p], basis, scale, mode) for p in paths}

@@ -60,12 +60,9 @@ def oracle_token(meta, basis, scale, mode: str = "exact"):
     return (basis @ (scale * f))[None]
 
 
-def with_exact_ends(token, meta, basis, scale):
-    """A tower's ``token`` (1 × hidden) with its arrow-end features replaced by the scene's exact ones."""
-    change = V.patch_features(meta, 96, 8).sum(0) - (token @ basis)[0] / scale
-    kept = [i for i in range(len(NAMES)) if i not in ENDS]
-    change[kept] = 0
-    return token + (basis @ (scale * change))[None]
+def exact_features(meta):
+    """The scene's summed `patch_features`, as `with_exact_arrow_ends` takes them."""
+    return V.patch_features(meta, 96, 8).sum(0)
 
 
 def sharpen_ends(model, basis, factor: float) -> None:
