@@ -287,6 +287,44 @@ def test_the_card_names_the_steps_each_source_was_drawn_for(steps):
     assert said == {steps + s: _in_words(mixture_at(s, steps + 1, Mixture(), RESTART)) for s in range(steps + 1)}
 
 
+def test_prefetched_batches_are_the_ones_drawn_inline_in_order():
+    """Made ahead on a thread, items drawn from one generator come out as drawn inline, however
+    long each takes; an error is raised at its item; a caller that stops early stops the thread."""
+    import random
+    import threading
+    import time
+
+    from mmctx.reference.vlm import prefetched
+
+    def maker(rng):
+        def make(i):
+            time.sleep(rng.random() / 500)  # items take uneven times, as batches do
+            return i, rng.random()
+
+        return make
+
+    make = maker(random.Random(7))
+    inline = [make(i) for i in range(50)]
+    assert list(prefetched(maker(random.Random(7)), 50, depth=3)) == inline
+
+    def fails_at_3(i):
+        if i == 3:
+            raise ValueError("batch 3 is bad")
+        return i
+
+    got = []
+    with pytest.raises(ValueError, match="batch 3 is bad"):
+        for item in prefetched(fails_at_3, 10):
+            got.append(item)
+    assert got == [0, 1, 2]
+
+    before = threading.active_count()
+    items = prefetched(lambda i: i, 1000, depth=2)
+    assert next(items) == 0 and threading.active_count() == before + 1
+    items.close()  # the caller stops after one of a thousand
+    assert threading.active_count() == before  # the producer, blocked on a full queue, ended
+
+
 def test_a_batchs_queries_come_from_the_drilled_tasks_as_often_as_the_mixture_says(small_vlm):
     import dataclasses
     import random
