@@ -68,7 +68,12 @@ def main() -> None:
                 sizes = []
                 for ids, mask, weights, tokens in batches(draw, args.steps):
                     optimiser.zero_grad()
-                    reply_loss(model, forward_cached(model, ids, mask, tokens, renderer.image_id).last_hidden_state, ids, weights).backward()
+                    reply_loss(
+                        model,
+                        forward_cached(model, ids, mask, tokens, renderer.image_id).last_hidden_state,
+                        ids,
+                        weights,
+                    ).backward()
                     optimiser.step()
                     sizes.append(int(mask.sum()))
                 if rounds:  # the first round warms up
