@@ -12,26 +12,12 @@ from __future__ import annotations
 
 import argparse
 import random
-import tempfile
 import time
-from pathlib import Path
 
 import torch
+from _stage2 import stage2
 
-from mmctx.data.shapes import build_benchmark
-from mmctx.reference.shipped import VLM_NAME, shipped
-from mmctx.reference.vlm import (
-    Mixture,
-    Renderer,
-    _pixels,
-    cached_image_tokens,
-    collate,
-    draw_batch,
-    forward_cached,
-    load_for_training,
-    prefetched,
-    reply_loss,
-)
+from mmctx.reference.vlm import Mixture, collate, draw_batch, forward_cached, prefetched, reply_loss
 
 
 def inline(make, n):
@@ -42,19 +28,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60)
     args = parser.parse_args()
-    model, processor, adapter = load_for_training(shipped(VLM_NAME))
-    language = [p for name, p in model.named_parameters() if "text_model" in name or "lm_head" in name]
-    model.requires_grad_(False)
-    for p in language:
-        p.requires_grad_(True)
-    optimiser = torch.optim.AdamW(language, lr=1e-5)
-    with tempfile.TemporaryDirectory() as tmp:
-        bench = build_benchmark(Path(tmp), queries_per_task=20, seed=0)
-        renderer = Renderer(processor, adapter, bench.root)
-        model.eval()
-        images = cached_image_tokens(model, *_pixels(renderer, [*bench.queries, *bench.demos]))
+    with stage2() as s:
+        model, renderer = s.model, s.renderer
+        language = [p for name, p in model.named_parameters() if "text_model" in name or "lm_head" in name]
+        model.requires_grad_(False)
+        for p in language:
+            p.requires_grad_(True)
+        optimiser = torch.optim.AdamW(language, lr=1e-5)
         model.train()
-        pad = processor.tokenizer.pad_token_id
         seconds = {"inline": 0.0, "prefetched": 0.0}
         seen: dict[str, list[int]] = {}
         for rounds in range(3):  # alternate, so a machine slowing down weighs on both alike
@@ -62,7 +43,7 @@ def main() -> None:
                 rng = random.Random(rounds)
 
                 def draw(step: int):
-                    return collate(draw_batch(rng, bench, renderer, Mixture()), images, pad)
+                    return collate(draw_batch(rng, s.pools, renderer, Mixture()), s.images, s.pad)
 
                 started = time.perf_counter()
                 sizes = []

@@ -12,25 +12,12 @@ from __future__ import annotations
 
 import argparse
 import random
-import tempfile
 import time
-from pathlib import Path
 
 import torch
+from _stage2 import stage2
 
-from mmctx.data.shapes import build_benchmark
-from mmctx.reference.shipped import VLM_NAME, shipped
-from mmctx.reference.vlm import (
-    Mixture,
-    Renderer,
-    _pixels,
-    cached_image_tokens,
-    collate,
-    draw_batch,
-    forward_cached,
-    load_for_training,
-    reply_loss,
-)
+from mmctx.reference.vlm import Mixture, collate, draw_batch, forward_cached, reply_loss
 
 
 def every_position_loss(model, ids, mask, tokens, image_id, weights):
@@ -48,15 +35,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30)
     args = parser.parse_args()
-    model, processor, adapter = load_for_training(shipped(VLM_NAME))
-    with tempfile.TemporaryDirectory() as tmp:
-        bench = build_benchmark(Path(tmp), queries_per_task=20, seed=0)
-        renderer = Renderer(processor, adapter, bench.root)
-        model.eval()
-        images = cached_image_tokens(model, *_pixels(renderer, [*bench.queries, *bench.demos]))
-        rng = random.Random(0)
-        pad = processor.tokenizer.pad_token_id
-        batches = [collate(draw_batch(rng, bench, renderer, Mixture()), images, pad) for _ in range(args.steps)]
+    with stage2() as s:
+        model, renderer, rng = s.model, s.renderer, random.Random(0)
+        batches = [collate(draw_batch(rng, s.pools, renderer, Mixture()), s.images, s.pad) for _ in range(args.steps)]
     language = [p for name, p in model.named_parameters() if "text_model" in name or "lm_head" in name]
     model.requires_grad_(False)
     for p in language:

@@ -332,7 +332,15 @@ def test_a_batchs_queries_come_from_the_drilled_tasks_as_often_as_the_mixture_sa
     import dataclasses
     import random
 
-    from mmctx.reference.vlm import DRILLED, FOCUS_TASKS, SPATIAL_TASKS, Renderer, draw_batch, load_for_training
+    from mmctx.reference.vlm import (
+        DRILLED,
+        FOCUS_TASKS,
+        SPATIAL_TASKS,
+        QueryPools,
+        Renderer,
+        draw_batch,
+        load_for_training,
+    )
 
     bench, path = small_vlm
     _, processor, adapter = load_for_training(path)
@@ -341,7 +349,9 @@ def test_a_batchs_queries_come_from_the_drilled_tasks_as_often_as_the_mixture_sa
 
     def query_tasks(mixture, batches):
         rng = random.Random(0)
-        return [task_of[c.images[-1]] for _ in range(batches) for c in draw_batch(rng, bench, renderer, mixture)]
+        return [
+            task_of[c.images[-1]] for _ in range(batches) for c in draw_batch(rng, QueryPools(bench), renderer, mixture)
+        ]
 
     alone = query_tasks(Mixture(focus=0.0, drill=1.0, tokens_per_batch=400), 5)
     assert set(alone) == set(SPATIAL_TASKS)
@@ -361,7 +371,7 @@ def test_a_batchs_queries_come_from_the_drilled_tasks_as_often_as_the_mixture_sa
         demos=[d for d in bench.demos if d.task != "temporal"],
     )
     with pytest.raises(ValueError, match="lacks temporal"):  # a share the benchmark cannot give in full
-        draw_batch(random.Random(0), others, renderer, Mixture(drill=0.1, drill_tasks=DRILLED))
+        draw_batch(random.Random(0), QueryPools(others), renderer, Mixture(drill=0.1, drill_tasks=DRILLED))
     with pytest.raises(ValueError, match="shares"):
         Mixture(focus=0.8, drill=0.3)
 
@@ -371,7 +381,15 @@ def test_zero_shot_batches_draw_drilled_queries_from_the_drill_scenes_too(small_
     import random
 
     from mmctx.data.shapes import generate_pool
-    from mmctx.reference.vlm import DRILL_SCENE_TASKS, DRILLED, Renderer, _moved, draw_batch, load_for_training
+    from mmctx.reference.vlm import (
+        DRILL_SCENE_TASKS,
+        DRILLED,
+        QueryPools,
+        Renderer,
+        _moved,
+        draw_batch,
+        load_for_training,
+    )
 
     bench, path = small_vlm
     _, processor, adapter = load_for_training(path)
@@ -381,13 +399,54 @@ def test_zero_shot_batches_draw_drilled_queries_from_the_drill_scenes_too(small_
 
     def asked(mixture, batches=30):
         rng = random.Random(0)
-        batches = [draw_batch(rng, bench, renderer, mixture, (), drill) for _ in range(batches)]
+        pools = QueryPools(bench, (), drill)
+        batches = [draw_batch(rng, pools, renderer, mixture) for _ in range(batches)]
         return [c.images[-1] in ours for batch in batches for c in batch]
 
     drilled = asked(Mixture(zero_shot=1.0, focus=0.0, drill=1.0, drill_tasks=DRILLED, tokens_per_batch=400))
     assert 0.2 < sum(drilled) / len(drilled) < 0.9  # beside the benchmark's own temporal, commonsense, spatial
     assert not any(asked(Mixture(zero_shot=1.0, focus=0.5, tokens_per_batch=400)))  # no drill share: never
     assert not any(asked(Mixture(zero_shot=0.0, focus=0.0, drill=1.0, drill_tasks=DRILLED, tokens_per_batch=400)))
+
+
+def test_kept_query_pools_draw_the_batches_fresh_ones_would_across_phases(small_vlm, tmp_path):
+    """Training keeps one `QueryPools` for all its steps; the draws must be those of lists built
+    afresh for each batch, also when the phase (and so the drilled tasks and shares) changes."""
+    import random
+
+    from mmctx.data.shapes import generate_pool
+    from mmctx.reference.vlm import (
+        CURRICULUM,
+        DRILL_SCENE_TASKS,
+        RESTART,
+        QueryPools,
+        Renderer,
+        _moved,
+        draw_batch,
+        load_for_training,
+        mixture_at,
+    )
+
+    bench, path = small_vlm
+    _, processor, adapter = load_for_training(path)
+    renderer = Renderer(processor, adapter, bench.root)
+    drill = _moved(generate_pool(bench.root / "drill-kept", 6, seed=5001, tasks=list(DRILL_SCENE_TASKS)), "drill-kept")
+    mixture, steps = Mixture(zero_shot=0.6, tokens_per_batch=300), 20
+
+    def draws(pools_for_step):
+        rng = random.Random(3)
+        return [
+            [
+                (c.ids, c.images)
+                for c in draw_batch(rng, pools_for_step(), renderer, mixture_at(step, steps, mixture, phases))
+            ]
+            for phases in (CURRICULUM, RESTART)
+            for step in range(steps)
+        ]
+
+    kept = QueryPools(bench, bench.demos[:5], drill)
+    assert draws(lambda: kept) == draws(lambda: QueryPools(bench, bench.demos[:5], drill))
+    assert len(kept._made) >= 6  # pools of both kinds of batch, focus and drilled lists of several phases
 
 
 def test_the_fitted_connector_reads_out_every_patch_and_adds_up_its_cell(small_vlm):

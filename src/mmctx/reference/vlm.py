@@ -1035,31 +1035,53 @@ def mixture_at(step: int, steps: int, mixture: Mixture, curriculum: Sequence[Pha
     return mixture
 
 
-def draw_batch(
-    rng: random.Random,
-    bench: Benchmark,
-    renderer: Renderer,
-    mixture: Mixture,
-    extra: Sequence[Sample] = (),
-    drill_scenes: Sequence[Sample] = (),
-) -> list[Conversation]:
-    """A batch of conversations of one shape (same shots and style), so little is padding.
-    Zero-shot batches draw from the benchmark's queries and demos and ``extra`` samples alike,
-    and their drilled queries from ``drill_scenes`` too."""
+class QueryPools:
+    """The samples `draw_batch` picks queries from: for zero-shot batches the benchmark's queries,
+    demos and ``extra`` samples (drilled queries from ``drill_scenes`` too), else its queries only.
+
+    Each list is built on first use and kept, in the order it was built: filtering some 22,000
+    samples twice a batch was a tenth of a stage-2 step, and the same lists give the same draws.
+    """
+
+    def __init__(self, bench: Benchmark, extra: Sequence[Sample] = (), drill_scenes: Sequence[Sample] = ()):
+        self.bench, self.extra, self.drill_scenes = bench, list(extra), list(drill_scenes)
+        self._made: dict[tuple, list[Sample]] = {}
+
+    def pool(self, zero: bool) -> list[Sample]:
+        return self._kept(
+            ("pool", zero), lambda: list(self.bench.queries) + (list(self.bench.demos) + self.extra if zero else [])
+        )
+
+    def focus(self, zero: bool, share: float) -> list[Sample]:
+        return self._kept(("focus", zero, share > 0), lambda: _source(self.pool(zero), FOCUS_TASKS, share))
+
+    def drilled(self, zero: bool, tasks: tuple[str, ...], share: float) -> list[Sample]:
+        pool = lambda: self.pool(zero) + (self.drill_scenes if zero else [])  # noqa: E731
+        return self._kept(("drilled", zero, tasks, share > 0), lambda: _source(pool(), tasks, share))
+
+    def _kept(self, key: tuple, make: Callable[[], list[Sample]]) -> list[Sample]:
+        if key not in self._made:
+            self._made[key] = make()
+        return self._made[key]
+
+
+def draw_batch(rng: random.Random, pools: QueryPools, renderer: Renderer, mixture: Mixture) -> list[Conversation]:
+    """A batch of conversations of one shape (same shots and style), so little is padding, with
+    its queries from ``pools``."""
     zero = rng.random() < mixture.zero_shot
     style: AnswerStyle = rng.choices(STYLES, weights=mixture.styles)[0]
     shots = 0 if zero else rng.randint(1, MAX_SHOTS)
     strategy = rng.choice(("random", "similar"))
-    pool = list(bench.queries) + (list(bench.demos) + list(extra) if zero else [])
-    focus = _source(pool, FOCUS_TASKS, mixture.focus)
-    drilled = _source(pool + (list(drill_scenes) if zero else []), mixture.drill_tasks, mixture.drill)
+    pool = pools.pool(zero)
+    focus = pools.focus(zero, mixture.focus)
+    drilled = pools.drilled(zero, tuple(mixture.drill_tasks), mixture.drill)
     batch: list[Conversation] = []
     tokens = 0
     while tokens < mixture.tokens_per_batch:
         draw = rng.random()
         source = focus if draw < mixture.focus else drilled if draw < mixture.focus + mixture.drill else pool
         query = with_rationale(rng.choice(source))
-        demos = bench.demos_for(query, strategy, shots, need_rationale=style == "cot") if shots else []
+        demos = pools.bench.demos_for(query, strategy, shots, need_rationale=style == "cot") if shots else []
         if shots:
             demos = rng.sample(demos, len(demos))
         conv = renderer.render(query, demos, style, seed=rng.randrange(1 << 30))
@@ -1579,9 +1601,10 @@ def train_shapes_vlm(
             """``n`` steps; returns how many queries asked one of the ``drilled`` scenes."""
             params = [p for group in optimiser.param_groups for p in group["params"]]
             drilled_paths, asked = set(_image_paths(renderer, drilled)), 0
+            pools = QueryPools(bench, scenes, drilled)
 
             def draw(step: int):
-                batch = draw_batch(rng, bench, renderer, mixture_at(step, n, mixture, phases), scenes, drilled)
+                batch = draw_batch(rng, pools, renderer, mixture_at(step, n, mixture, phases))
                 return batch, collate(batch, images, tokenizer.pad_token_id)
 
             for batch, (ids, mask, weights, tokens) in prefetched(draw, n):
