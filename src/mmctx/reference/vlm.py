@@ -1056,8 +1056,8 @@ class QueryPools:
         return self._kept(("focus", zero, share > 0), lambda: _source(self.pool(zero), FOCUS_TASKS, share))
 
     def drilled(self, zero: bool, tasks: tuple[str, ...], share: float) -> list[Sample]:
-        pool = lambda: self.pool(zero) + (self.drill_scenes if zero else [])  # noqa: E731
-        return self._kept(("drilled", zero, tasks, share > 0), lambda: _source(pool(), tasks, share))
+        scenes = self.drill_scenes if zero else []
+        return self._kept(("drilled", zero, tasks, share > 0), lambda: _source(self.pool(zero) + scenes, tasks, share))
 
     def _kept(self, key: tuple, make: Callable[[], list[Sample]]) -> list[Sample]:
         if key not in self._made:
