@@ -36,3 +36,16 @@ def stage2(queries_per_task: int = 20) -> Iterator[Stage2]:
         model.eval()
         images = cached_image_tokens(model, *_pixels(renderer, [*bench.queries, *bench.demos]))
         yield Stage2(model, bench, renderer, QueryPools(bench), images, processor.tokenizer.pad_token_id)
+
+
+def language_parameters(model) -> list:
+    """What stage 2 trains: the language model and its head (not the tower, not the connector)."""
+    return [p for name, p in model.named_parameters() if "text_model" in name or "lm_head" in name]
+
+
+def train_only(model, params: list) -> list:
+    """Freezes ``model`` but ``params``, and returns them."""
+    model.requires_grad_(False)
+    for p in params:
+        p.requires_grad_(True)
+    return params

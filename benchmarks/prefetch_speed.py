@@ -15,7 +15,7 @@ import random
 import time
 
 import torch
-from _stage2 import stage2
+from _stage2 import language_parameters, stage2, train_only
 
 from mmctx.reference.vlm import Mixture, collate, draw_batch, forward_cached, prefetched, reply_loss
 
@@ -30,10 +30,7 @@ def main() -> None:
     args = parser.parse_args()
     with stage2() as s:
         model, renderer = s.model, s.renderer
-        language = [p for name, p in model.named_parameters() if "text_model" in name or "lm_head" in name]
-        model.requires_grad_(False)
-        for p in language:
-            p.requires_grad_(True)
+        language = train_only(model, language_parameters(model))
         optimiser = torch.optim.AdamW(language, lr=1e-5)
         model.train()
         seconds = {"inline": 0.0, "prefetched": 0.0}

@@ -15,7 +15,7 @@ import random
 import time
 
 import torch
-from _stage2 import stage2
+from _stage2 import language_parameters, stage2, train_only
 
 from mmctx.reference.vlm import Mixture, collate, draw_batch, forward_cached, reply_loss
 
@@ -38,10 +38,7 @@ def main() -> None:
     with stage2() as s:
         model, renderer, rng = s.model, s.renderer, random.Random(0)
         batches = [collate(draw_batch(rng, s.pools, renderer, Mixture()), s.images, s.pad) for _ in range(args.steps)]
-    language = [p for name, p in model.named_parameters() if "text_model" in name or "lm_head" in name]
-    model.requires_grad_(False)
-    for p in language:
-        p.requires_grad_(True)
+    language = train_only(model, language_parameters(model))
     image_id = renderer.image_id
 
     def reply_only(ids, mask, weights, tokens):
