@@ -12,6 +12,7 @@ from PIL import Image
 
 from mmctx.curate.embed import (
     CLIPEncoder,
+    EmbeddingCache,
     Embeddings,
     EmbedError,
     EncoderError,
@@ -20,6 +21,7 @@ from mmctx.curate.embed import (
     load_encoder,
     sample_text,
 )
+from mmctx.curate.embed import _Entry  # the cache's row type, to write a cache without an encoder
 from mmctx.data.shapes import generate_pool
 from mmctx.schema import Sample
 
@@ -235,6 +237,40 @@ def test_cache_survives_a_failed_run(own_pool, encoder, tmp_path):
     retry = Counting(encoder)
     embed_samples(samples, root, retry, cache, batch_size=4, progress=False)
     assert retry.texts == (len(samples) % 4 or 4)  # only the failed (last) batch is redone
+
+
+def _write_cache(folder: Path, n: int, width: int = 16) -> tuple[EmbeddingCache, int]:
+    """A cache file of ``n`` entries with text and image rows; returns it and its rows' byte size."""
+    rng = np.random.default_rng(0)
+    cache = EmbeddingCache(folder, "enc")
+    image, text = (l2_normalise(rng.normal(size=(n, width))) for _ in range(2))
+    for i in range(n):
+        cache.put(f"s{i}", _Entry(f"d{i}", image[i], text[i]))
+    cache.flush()
+    return cache, 2 * n * width * 4
+
+
+def test_reading_a_cache_holds_memory_linear_in_its_size(tmp_path):
+    # Each entry's rows must come from one read of the stored arrays: a reader that indexes the
+    # archive per entry decompresses (and keeps alive) a whole array copy for every row.
+    import tracemalloc
+
+    written, stored_bytes = _write_cache(tmp_path, 400)
+    tracemalloc.start()
+    try:
+        read = EmbeddingCache(tmp_path, "enc")
+        retained, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert set(read.entries) == set(written.entries)
+    for sid, entry in written.entries.items():
+        np.testing.assert_array_equal(read.entries[sid].text, entry.text)
+        np.testing.assert_array_equal(read.entries[sid].image, entry.image)
+        assert read.entries[sid].digest == entry.digest
+    # Ids, digests and per-entry objects cost a few hundred bytes each; array copies per row, n × the arrays.
+    budget = 4 * stored_bytes + 2_000 * len(written.entries)
+    assert peak < budget, f"peak {peak} bytes reading {stored_bytes} bytes of rows"
+    assert retained < budget, f"{retained} bytes kept for {stored_bytes} bytes of rows"
 
 
 # --- save / load -------------------------------------------------------------------------

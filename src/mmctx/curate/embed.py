@@ -416,12 +416,19 @@ class EmbeddingCache:
 
     def _read(self) -> None:
         try:
+            # Indexing an `NpzFile` (``data["text"]``) decompresses the whole member on every
+            # access, so each stored array is read exactly once here and entries are row views
+            # of it: reading is linear in the cache's size, in time and in memory.
             with np.load(self.path, allow_pickle=False) as data:
                 if str(data["encoder"]) != self.encoder:
                     return
-                image = data["image"] if "image" in data.files else None
-                for i, (sid, digest) in enumerate(zip(data["ids"], data["digests"])):
-                    self.entries[str(sid)] = _Entry(str(digest), None if image is None else image[i], data["text"][i])
+                arrays = {name: data[name] for name in ("ids", "digests", "text", "image") if name in data.files}
+            ids, digests, text, image = (arrays.get(name) for name in ("ids", "digests", "text", "image"))
+            lengths = {len(a) for a in (ids, digests, text, image) if a is not None}
+            if len(lengths) != 1:
+                raise ValueError(f"arrays of unequal lengths {sorted(lengths)}")
+            for i, (sid, digest) in enumerate(zip(ids.tolist(), digests.tolist())):
+                self.entries[sid] = _Entry(digest, None if image is None else image[i], text[i])
         except Exception as exc:  # a cache is disposable: a bad one is rebuilt, not fatal
             warnings.warn(f"ignoring unreadable embedding cache {self.path}: {exc}", stacklevel=3)
             self.entries = {}
