@@ -86,6 +86,9 @@ def test_intermediates_figures_summary_and_layout_are_written(curated):
     assert binary["lambda"] == 200  # VSR-style binary items sit in the paper's large caption/foil pool
     summary = json.loads((work / "summary.json").read_text())
     assert len(summary["groups"]) == 13 and summary["options"]["k"] == K
+    for group in summary["groups"]:  # the paper's Table 2 counts similar demos only: both are reported
+        assert group["similar_demos"] + group["random_only_demos"] == group["demos"]
+        assert group["similar_demos"] >= DEMOS
     names = {p.name for p in outcome.figures}
     assert {"demo_similarity.png", "demo_similarity.pdf", "projection_counting__mcqa.png"} <= names
     assert all(p.stat().st_size > 1000 for p in outcome.figures)

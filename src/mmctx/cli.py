@@ -442,6 +442,7 @@ def build_fewmmbench(
 
     from mmctx.curate.pipeline import CurateOptions, CurationError, curate_samples
     from mmctx.data.sources.build import (
+        COMPOSITION_COUNTS,
         composition,
         convert_sources,
         drop_small_groups,
@@ -479,9 +480,10 @@ def build_fewmmbench(
         _fail(str(exc))
     rows = composition(outcome.benchmark.queries, outcome.benchmark.demos, pool)
     write_build_report(out, reports, rows)
-    table = Table("task", "kind", "source", "pool", "queries", "demos")
+    columns = ("task", "kind", "source", *COMPOSITION_COUNTS)
+    table = Table(*columns, caption="similar_demos: as in the paper's Table 2; random_only_demos: drawn only at random")
     for row in rows:
-        table.add_row(*(str(row[c]) for c in ("task", "kind", "source", "pool", "queries", "demos")))
+        table.add_row(*(str(row[c]) for c in columns))
     Console(width=max(120, console.width)).print(table)
     console.print(f"benchmark → {out}")
 

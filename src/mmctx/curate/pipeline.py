@@ -272,10 +272,15 @@ def build_benchmark(samples: list[Sample], root: Path, retrievals: dict, name: s
 
 @dataclass(frozen=True)
 class GroupSummary:
+    """One group's curation. ``demos`` is every distinct demo; ``similar_demos`` those some query
+    takes as similar (the paper's Table 2 counts these), ``random_only_demos`` the rest."""
+
     group: str
     pool: int
     queries: int
     demos: int
+    similar_demos: int
+    random_only_demos: int
     lam: float
     rho: float
     excluded_near_duplicates: int
@@ -287,13 +292,16 @@ def summarize(selections: dict, retrievals: dict) -> list[GroupSummary]:
     rows = []
     for name, sel in selections.items():
         ret = retrievals[name]["queries"]
-        demo_set = {d for keys in ret.values() for d in keys["similar"] + keys["random"]}
+        similar = {d for keys in ret.values() for d in keys["similar"]}
+        demo_set = similar | {d for keys in ret.values() for d in keys["random"]}
         rows.append(
             GroupSummary(
                 group=name,
                 pool=sel["pool"],
                 queries=len(sel["ids"]),
                 demos=len(demo_set),
+                similar_demos=len(similar),
+                random_only_demos=len(demo_set - similar),
                 lam=sel["lambda"],
                 rho=sel["rho"],
                 excluded_near_duplicates=retrievals[name]["excluded_near_duplicates"],

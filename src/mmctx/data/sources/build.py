@@ -21,6 +21,8 @@ from mmctx.data.sources.base import Conversion, SourceContext
 from mmctx.schema import TASKS, Sample, listed
 
 KINDS = ("mcqa", "caption_foil")
+# The counted columns of the build table, in order (see `composition`).
+COMPOSITION_COUNTS = ("pool", "queries", "similar_demos", "random_only_demos")
 
 
 @dataclass(frozen=True)
@@ -120,17 +122,28 @@ def drop_small_groups(pool: list[Sample], k: int, demos: int) -> tuple[list[Samp
 
 
 def composition(benchmark_queries: list[Sample], benchmark_demos: list[Sample], pool: list[Sample]) -> list[dict]:
-    """Per task, kind and source: pool size, selected queries, demos — the layout of the paper's Table 2."""
+    """Per task, kind and source: pool size, selected queries and demos — the layout of the paper's Table 2.
+
+    Demos are counted apart by role, because the paper's Table 2 counts the demonstration set
+    "excluding random samples": ``similar_demos`` are the distinct samples some query takes as a
+    similar demo (Table 2's number); ``random_only_demos`` are those drawn only as random demos,
+    the augmentation the paper adds on top. A sample that is both is counted once, as similar, so
+    the two columns add up to the demo table.
+    """
     from mmctx.curate.pipeline import KIND
 
+    similar = {k for q in benchmark_queries for k in q.demo_keys.get("similar", [])}
     rows: dict[tuple[str, str, str], Counter] = defaultdict(Counter)
-    for what, samples in (("pool", pool), ("queries", benchmark_queries), ("demos", benchmark_demos)):
+    for what, samples in (("pool", pool), ("queries", benchmark_queries)):
         for s in samples:
             rows[(s.task, KIND.get(s.format, s.format), s.source)][what] += 1
+    for s in benchmark_demos:
+        role = "similar_demos" if s.id in similar else "random_only_demos"
+        rows[(s.task, KIND.get(s.format, s.format), s.source)][role] += 1
     order = {t: i for i, t in enumerate(TASKS)}
     return [
-        {"task": t, "kind": k, "source": src, "pool": c["pool"], "queries": c["queries"], "demos": c["demos"]}
-        for (t, k, src), c in sorted(rows.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0][1], kv[0][2]))
+        {"task": t, "kind": k, "source": src} | {c: counts[c] for c in COMPOSITION_COUNTS}
+        for (t, k, src), counts in sorted(rows.items(), key=lambda kv: (order.get(kv[0][0], 99), kv[0][1], kv[0][2]))
     ]
 
 
