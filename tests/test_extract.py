@@ -11,7 +11,8 @@ import pytest
 
 from mmctx.score.extract import EXTRACTOR_VERSION, RULES, Extraction, extract_choice
 from mmctx.score.extract.negation import rejected
-from mmctx.score.extract.prepare import lines
+from mmctx.reasoning import TRACE_TAGS
+from mmctx.score.extract.prepare import lines, strip_reasoning
 
 COLORS = ["red", "blue", "green", "yellow"]
 SHADES = ["red", "dark red", "blue"]
@@ -106,6 +107,14 @@ CASES: list[tuple[str, list[str], list[str] | None, int | None, str]] = [
     ("<think>Answer: A? Hmm, no.</think>Answer: D", COLORS, None, 3, "answer_marker"),
     ("Okay, the car looks green to me.\n</think>\n\nC", COLORS, None, 2, "bare_letter"),
     ("<think>I need to compare the options carefully, starting with A", COLORS, None, None, "empty"),
+    ("<reflection>The answer is A.</reflection>\nB", COLORS, None, 1, "bare_letter"),
+    ("<thought>The answer is A.</thought> Answer: C", COLORS, None, 2, "answer_marker"),
+    ("B\n<Thinking >the answer is A", COLORS, None, 1, "bare_letter"),
+    ("The answer is A, I suppose.\n</reflection>\nB", COLORS, None, 1, "bare_letter"),
+    ("B\n<reflection>Hmm, the answer is A", COLORS, None, 1, "bare_letter"),
+    ("<thinking>a <reflection>the answer is A</reflection> b</thinking>B", COLORS, None, 1, "bare_letter"),
+    ("<|begin_of_thought|>The answer is A.<|end_of_thought|>\nB", COLORS, None, 1, "bare_letter"),
+    ("◁think▷The answer is A.◁/think▷B", COLORS, None, 1, "bare_letter"),
     ("", COLORS, None, None, "empty"),
     ("   \n  ", COLORS, None, None, "empty"),
     # --- hedges and contradictions
@@ -387,6 +396,15 @@ def test_fragment_noise_is_read_only_from_plain_words() -> None:
         )
         closing = re.search(r"[.!?:][ \t\n]+[\"'(]*(?:yes|no)[ \t.!\"')]*$", text, re.I)
         assert opening or closing, repr(text)
+
+
+@pytest.mark.parametrize("tag", TRACE_TAGS)
+def test_every_trace_tag_is_reasoning_for_extraction(tag: str) -> None:
+    # The tags come from mmctx.reasoning, the definition the rationale filter uses too.
+    assert extract_choice(f"<{tag}>The answer is A.</{tag}>\nB", COLORS).index == 1
+    assert extract_choice(f"The answer is A.</{tag}>\nB", COLORS).index == 1
+    assert extract_choice(f"B\n<{tag}>The answer is A.", COLORS).index == 1
+    assert strip_reasoning(f"<{tag.upper()}>x</{tag}>y") == "y"
 
 
 def test_lines_split_on_newlines_only() -> None:

@@ -123,3 +123,26 @@ def test_a_real_tiny_model_runs_the_loop_end_to_end(demos):
     # Random weights never write a complete, correct rationale: each is excluded, with a reason.
     assert all(o.rationale is None and o.attempts == 2 and o.status != "kept" for o in outcomes)
     assert all(o.last_response for o in outcomes)
+
+
+# Every common reasoning-trace form: whole blocks of each tag, a trace whose opening tag was in
+# the prompt (closing tag only), and a trace cut off by the token limit (opening tag only).
+TRACE_FORMS = [
+    "<think>I wonder whether it is the other one.</think>{body}",
+    "<thinking>I wonder whether it is the other one.</thinking>{body}",
+    "<reasoning>I wonder whether it is the other one.</reasoning>{body}",
+    "<reflection>I wonder whether it is the other one.</reflection>{body}",
+    "<Thinking>\nI wonder whether it is the other one.\n</Thinking >\n{body}",
+    "I wonder whether it is the other one.\n</thinking>\n{body}",
+    "{body}\n<reasoning>I wonder whether it is the other one",
+    "<thinking>outer <reflection>I wonder whether it is the other one.</reflection> done</thinking>{body}",
+]
+
+
+@pytest.mark.parametrize("form", TRACE_FORMS)
+def test_reasoning_traces_never_reach_a_kept_rationale(demos, form):
+    _, samples = demos
+    shown = shown_options(samples[0], PRESET, 0)
+    reasoning = "The image shows three objects and the question asks about one of them, so this holds."
+    status, kept = judge_response(form.format(body=f"{reasoning}\nAnswer: {shown.labels[shown.gold]}"), False, shown, 5)
+    assert (status, kept) == ("kept", reasoning)

@@ -19,11 +19,11 @@ from mmctx.models.base import Backend, GenerateRequest
 from mmctx.prompts.build import ShownOptions
 from mmctx.prompts.presets import Preset
 from mmctx.prompts.rationale import rationale_prompt
+from mmctx.reasoning import strip_traces
 from mmctx.schema import Rationale, Sample
 from mmctx.score.extract import extract_choice
 
 _ANSWER_LINE = re.compile(r"\n?[^\n]*\banswer\s*[:：][^\n]*\s*$", re.IGNORECASE)
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,9 @@ def judge_response(text: str, truncated: bool, shown: ShownOptions, min_words: i
     """``(status, reasoning)`` of one response: ``kept`` only when it is complete and right."""
     if truncated:
         return "truncated", ""
-    text = _THINK.sub("", text).strip()
+    # A reasoning trace (any tag form, closed or not) is the model's scratch work, never part
+    # of the rationale a demonstration shows.
+    text = strip_traces(text).strip()
     found = extract_choice(text, list(shown.texts), list(shown.labels))
     if found.rule != "answer_marker" or not _ANSWER_LINE.search(text):
         return "no_answer_line", ""

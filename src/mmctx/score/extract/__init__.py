@@ -18,7 +18,9 @@ Preparation, in this order (steps, not rules: they decide nothing):
                      ``Q:``, or ``<|im_start|>``, ``<|user|>``, ``</s>``,
                      ``<end_of_utterance>``, ``<|im_end|>``...) -- :mod:`.turns`; a
                      response opening with someone else's turn comes out ``empty``.
-``strip_reasoning``  ``<think>`` traces and special tokens go; then markdown and LaTeX
+``strip_reasoning``  reasoning traces (``<think>``, ``<thinking>``, ``<reasoning>``,
+                     ``<reflection>``, ... whole, closing-only or unclosed; defined once in
+                     :mod:`mmctx.reasoning`) and special tokens go; then markdown and LaTeX
                      wrappers are unwrapped -- :mod:`.prepare`.
 
 Rule chain (``RULES``, in order):

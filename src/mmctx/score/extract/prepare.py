@@ -1,5 +1,7 @@
 """Text preparation: control characters, reasoning traces, special tokens, markdown.
 
+What counts as a reasoning trace is defined once, in :mod:`mmctx.reasoning`.
+
 ``str.splitlines``, ``str.strip`` and regex ``\\s`` treat ``\\x0b``, ``\\x0c``,
 ``\\x1c``-``\\x1f``, ``\\x85``, ``\\u2028`` and ``\\u2029`` as line breaks or blanks,
 which let byte noise from an untrained model look like a short line holding a
@@ -14,15 +16,16 @@ from __future__ import annotations
 
 import re
 
+from mmctx.reasoning import TRACE_BLOCK, TRACE_CLOSE, TRACE_OPEN, strip_traces
+
 NOISE_MARK = "\ufffd"
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 
 SPECIAL_TOKENS = re.compile(
     r"<\|[^|<>\n]{0,40}\|>|</s>|<eos>|<pad>|<end_of_turn>|<start_of_turn>(?:model)?|<end_of_utterance>"
 )
-THINK_OPEN = re.compile(r"<(?:think|thinking|reasoning)>", re.I)
-THINK_CLOSE = re.compile(r"</(?:think|thinking|reasoning)\s*>", re.I)
-_THINK_BLOCK = re.compile(r"<(think|thinking|reasoning)>.*?</\1\s*>", re.I | re.S)
+# The trace patterns under the names callers that mark traces themselves import.
+THINK_OPEN, THINK_CLOSE, _THINK_BLOCK = TRACE_OPEN, TRACE_CLOSE, TRACE_BLOCK
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\uff1a": ":"})
 _LATEX_WRAP = re.compile(r"\\(?:text|textbf|textit|mathrm|mathbf|mathit|operatorname)\s*\{([^{}]*)\}")
 _EMPHASIS = re.compile(r"[*`]+|(?<!\w)__|__(?!\w)")
@@ -40,19 +43,12 @@ def lines(text: str) -> list[str]:
 
 
 def strip_reasoning(text: str) -> str:
-    """Drop special tokens and ``<think>`` traces; what is left is the answer part."""
-    text = SPECIAL_TOKENS.sub(" ", text)
-    text = _THINK_BLOCK.sub(" ", text)
-    # Chat templates often open <think> inside the prompt, so the response
-    # carries only the closing tag: everything before it is reasoning.
-    closes = list(THINK_CLOSE.finditer(text))
-    if closes:
-        text = text[closes[-1].end() :]
-    # An unclosed <think> means generation stopped mid-thought: what follows is
-    # not an answer, however answer-like it looks.
-    opened = THINK_OPEN.search(text)
-    if opened:
-        text = text[: opened.start()]
+    """Drop reasoning traces (every form :mod:`mmctx.reasoning` knows) and special tokens.
+
+    Traces go first: ``<|begin_of_thought|>`` looks like any other special token, and
+    dropping it as one would leave its reasoning in the answer part.
+    """
+    text = SPECIAL_TOKENS.sub(" ", strip_traces(text))
     return text.translate(_QUOTES).strip()
 
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import re
 
-from .prepare import SPECIAL_TOKENS, THINK_CLOSE, THINK_OPEN
+from mmctx.reasoning import TRACE_CLOSE, TRACE_OPEN
+
+from .prepare import SPECIAL_TOKENS
 from .vocabulary import ASSISTANT_ROLES, ROLES
 
 _BOUNDARY = re.compile(
@@ -37,10 +39,10 @@ def _has_content(s: str) -> bool:
 
 def _reasoning_end(text: str) -> int:
     """End of a leading reasoning trace: role lines inside it are the model thinking, not new turns."""
-    close = THINK_CLOSE.search(text)
+    close = TRACE_CLOSE.search(text)
     if close is None:
         return 0
-    opened = THINK_OPEN.search(text, 0, close.start())
+    opened = TRACE_OPEN.search(text, 0, close.start())
     if opened is None or not _has_content(text[: opened.start()]):
         return close.end()
     return 0
