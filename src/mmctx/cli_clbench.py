@@ -170,7 +170,9 @@ def _rows(run_dir: Path, name: str = "results.jsonl") -> list[dict]:
     path = Path(run_dir) / name
     if not path.exists():
         _fail(f"{run_dir} has no {name}; run `mmctx clbench run` or `mmctx clbench score` first")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    from mmctx.jsonl import read_jsonl
+
+    return read_jsonl(path)
 
 
 def _model_name(run_dir: Path) -> str:
@@ -298,11 +300,12 @@ def paper(
 ) -> None:
     """Build a Paper Conclusion item from a PDF (evaluation version cut before Results)."""
     from mmctx.data.clbench.construct import build_paper_sample
+    from mmctx.jsonl import split_records
 
     if not findings and not generator:
         _fail("give --findings FILE or --generator MODEL")
     try:
-        given = [line.strip() for line in findings.read_text().splitlines() if line.strip()] if findings else None
+        given = [line.strip() for _, line in split_records(findings.read_text(encoding="utf-8"))] if findings else None
         sample = build_paper_sample(pdf, out, backend=_role_backend(generator), findings=given, sample_id=sample_id)
     except (ValueError, OSError, RuntimeError) as exc:
         _fail(str(exc))

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 
 from mmctx.models.base import Backend
-from mmctx.score.levels import read_jsonl
+from mmctx.jsonl import read_jsonl
 
 JUDGED_EVALUATORS = ("semantic", "mmlongbench", "rubric", "conclusions")
 _NOT_ANSWERED = ("invalid_sample", "error")

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import mmctx
+from mmctx.jsonl import read_jsonl
 from mmctx.data.clbench.suite import subset_or_none, table_level
 from mmctx.models.base import Backend, GenerateRequest, Generation, ModelInfo
 from mmctx.prompts.context import (
@@ -341,7 +342,7 @@ def score_context_run(
     manifest = json.loads((run_dir / MANIFEST).read_text())
     model = ModelInfo(**manifest["model"])
     by_id = {q.id: q for q in bench.queries}
-    records = [json.loads(line) for line in (run_dir / REQUESTS).read_text().splitlines() if line.strip()]
+    records = read_jsonl(run_dir / REQUESTS)
     with ResponseStore(run_dir / STORE) as store:
         stored = store.get_all()
         repair_by_id = _repair_responses(store) if manifest["config"].get("repair") else {}
@@ -495,7 +496,7 @@ def _row(st: _Staged, model: ModelInfo, judge: Backend | None) -> dict:
 def check_judges_for_run(run_dir: Path, bench: Benchmark, judge: Backend | None) -> None:
     """`check_judges` for a stored run: its planned items, re-read from ``requests.jsonl``."""
     by_id = {q.id: q for q in bench.queries}
-    records = [json.loads(line) for line in (Path(run_dir) / REQUESTS).read_text().splitlines() if line.strip()]
+    records = read_jsonl(Path(run_dir) / REQUESTS)
     plan = [
         ContextRequest(by_id[r["id"]], task_format(by_id[r["id"]]), () if not r["problems"] else None)
         for r in records

@@ -32,6 +32,7 @@ from rich.progress import (
 from rich.text import Text
 
 import mmctx
+from mmctx.jsonl import read_jsonl
 from mmctx.models.base import Backend, GenerateRequest, Generation, ModelInfo, OptionScores, ScoreRequest
 from mmctx.run.files import MANIFEST, REQUESTS, STORE
 from mmctx.run.plan import GenerationLimits, PlannedRequest
@@ -302,13 +303,12 @@ def merge_runs(shards: list[Path], out: Path) -> int:
     out.mkdir(parents=True, exist_ok=True)
     merged = {**_without_shard(manifests[0]), "merged_from": [str(s) for s in shards], "shards": specs}
     _write_atomic(out / MANIFEST, json.dumps(merged, indent=2) + "\n")
-    records: dict[str, str] = {}
+    records: dict[str, dict] = {}
     for shard in shards:
-        for line in (Path(shard) / REQUESTS).read_text().splitlines():
-            if line.strip():
-                records.setdefault(json.loads(line)["id"], line)
-    ordered = sorted(records.values(), key=lambda line: json.loads(line)["position"])
-    _write_atomic(out / REQUESTS, "\n".join(ordered) + "\n")
+        for record in read_jsonl(Path(shard) / REQUESTS):
+            records.setdefault(record["id"], record)
+    ordered = sorted(records.values(), key=lambda record: record["position"])
+    _write_atomic(out / REQUESTS, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in ordered))
     with ResponseStore(out / STORE) as store:
         for shard in shards:
             with ResponseStore(Path(shard) / STORE) as other:

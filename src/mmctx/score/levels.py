@@ -15,12 +15,11 @@ following the paper (§4.2, Tables 2 and 3):
 Outcome counts are kept per dataset and per level so that a low score can be read next to
 why it is low. For the ROE evaluator the mean absolute error (percentage points) over the
 *scored* samples is kept as well, since the paper discusses ROE both as a score and as an error.
-Pure functions: no files are read here except by `read_jsonl` / `load_run`.
+Pure functions: no files are read here except by `load_run` (through `mmctx.jsonl`).
 """
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -29,9 +28,10 @@ from typing import Any
 
 from mmctx.data.clbench.suite import LEVEL_ORDER, SUBSETS, subset_or_none
 from mmctx.data.clbench.suite import table_level as suite_table_level
+from mmctx.jsonl import read_jsonl  # still importable from here; the reader is mmctx.jsonl's
 from mmctx.score.evaluators.base import OUTCOMES
 
-__all__ = ["LevelScores", "aggregate", "dataset_order", "load_run", "read_jsonl"]
+__all__ = ["LevelScores", "aggregate", "dataset_order", "load_run"]
 
 ROE_EVALUATOR = "roe"
 
@@ -71,20 +71,6 @@ class LevelScores:
             if hits:
                 out[outcome] = hits
         return out
-
-
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """The JSON objects of a ``.jsonl`` file, blank lines skipped; a bad line names its number."""
-    rows = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from None
-    return rows
 
 
 def load_run(run_dir: str | Path, model: str | None = None) -> LevelScores:

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mmctx.jsonl import read_jsonl
 from mmctx.run.files import REQUESTS, RESULTS, STORE, SUMMARY
 from mmctx.run.store import ResponseStore
 from mmctx.score import metrics
@@ -79,8 +80,7 @@ class CellMetrics:
 
 
 def load_requests(run_dir: Path) -> list[dict]:
-    with open(Path(run_dir) / REQUESTS, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return read_jsonl(Path(run_dir) / REQUESTS)
 
 
 def score_request(request: dict, response: dict | None) -> SampleResult:

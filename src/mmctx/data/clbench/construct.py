@@ -342,7 +342,8 @@ def parse_findings(text: str) -> list[str]:
     """The numbered or bulleted items of a reply, in order (a reasoning trace before ``</think>`` is dropped)."""
     text = text.rsplit("</think>", 1)[-1]
     found = []
-    for line in text.splitlines():
+    # Split on "\n" only: splitlines would also cut an item at U+2028, U+2029 or U+0085.
+    for line in text.split("\n"):
         match = _LIST_ITEM.match(line)
         if match:
             item = re.sub(r"(\*\*|__)", "", match.group("text")).strip()
