@@ -168,7 +168,12 @@ def test_demos_for_takes_first_k_in_stored_order(bench: Benchmark) -> None:
         bench.demos_for(q, "similar", 4)
 
 
-def test_symlinks_placed_inside_the_root_are_followed(bench: Benchmark) -> None:
-    """A user's image folder linked to a shared copy elsewhere is their layout, not an escape."""
+def test_links_out_of_the_root_are_refused_unless_the_benchmark_opts_in(bench: Benchmark) -> None:
+    """A folder one is handed may not lead readers elsewhere; one's own sources (shared COCO links) may."""
     _symlink_out(bench)
+    assert [str(p) for p in bench.validate()] == [
+        "queries[q-bin-1].images[0]: 'images/link.png' is a symbolic link (or lies under one) leading outside "
+        "the benchmark root"
+    ]
+    bench.confine_links = False
     assert bench.validate() == []

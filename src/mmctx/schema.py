@@ -5,15 +5,20 @@ choice (not an index), so shuffling options never changes what is correct. A `Be
 mirrors the released FewMMBench layout: a query table, a demonstration table, and per-query
 demo keys (``similar``, ``random``) that join the two, in stored order.
 
-Images are paths relative to the benchmark's root folder; validation refuses any path that
-escapes it.
+Images are paths relative to the benchmark's root folder, and `resolve_image` is the one place
+such a path becomes a file: it refuses absolute paths, ``..``, and (for a benchmark or suite read
+from disk) symbolic links whose target lies outside the root, so no reader (a run, the viewer,
+validation) can be led to a file the folder does not hold.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
+import warnings
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -144,6 +149,8 @@ class Problem:
     message: str
 
     def __str__(self) -> str:
+        if not self.record:  # a problem of the whole table ("the table has no records")
+            return f"{self.table}: {self.message}"
         return f"{self.table}[{self.record}].{self.field}: {self.message}"
 
 
@@ -152,6 +159,84 @@ def listed(headline: str, problems: list, shown: int = 20) -> str:
     lines = "\n".join(f"  - {p}" for p in problems[:shown])
     more = f"\n  ... and {len(problems) - shown} more" if len(problems) > shown else ""
     return f"{headline}\n{lines}{more}"
+
+
+class ImagePathError(ValueError):
+    """An image path a record may not use: absolute, climbing out with ``..``, or led out by a link."""
+
+
+def resolve_image(root: Path, rel: str, confine_links: bool = True) -> Path:
+    """The file image path ``rel`` names under ``root``: every dataset image is found through here.
+
+    ``rel`` must be relative and may not climb out with ``..``. With ``confine_links`` (the rule
+    for a benchmark or suite read from disk) symbolic links are followed only while their target
+    stays inside ``root``: a folder one is handed must not make a run send, or the viewer
+    publish, a file from elsewhere on the machine. A benchmark that needs a shared image copy
+    holds the files themselves (`save_benchmark` copies them), hard links, or a bind mount.
+    Without ``confine_links`` (a benchmark assembled in memory from the user's own source
+    folders, where image sets are often links to a shared COCO copy) the check is lexical only.
+    """
+    path = Path(rel)
+    if path.is_absolute() or rel.startswith(("/", "\\")):
+        raise ImagePathError(f"{rel!r} is absolute; image paths are relative to the benchmark root")
+    if ".." in path.parts:
+        raise ImagePathError(f"{rel!r} escapes the benchmark root")
+    full = Path(root) / path
+    if not confine_links:
+        return full
+    try:
+        target = full.resolve()
+    except (OSError, RuntimeError) as exc:  # a link loop (RuntimeError before Python 3.13)
+        raise ImagePathError(f"{rel!r} cannot be resolved: {exc}") from None
+    if not target.is_relative_to(Path(root).resolve()):
+        # The target is not named: it is a path outside the folder, and messages reach reports.
+        raise ImagePathError(f"{rel!r} is a symbolic link (or lies under one) leading outside the benchmark root")
+    return target
+
+
+# Decoding is checked on a draft this size where the format can decode small (JPEG's DCT scaling).
+_DRAFT_SIZE = (256, 256)
+
+
+def image_file_problem(path: Path, name: str | None = None) -> str | None:
+    """Why ``path`` cannot be shown to a model (no such file, undecodable pixels, too many pixels), or None.
+
+    The pixels are decoded, not just the header checked: ``verify`` passes a PNG whose chunks are
+    well formed but whose data is not. PIL's decompression-bomb limit (``Image.MAX_IMAGE_PIXELS``)
+    applies, and its warning (over the limit, under twice it) counts as an error here too.
+    Messages quote ``name`` (the record's path) rather than where the file was found.
+    """
+    shown = repr(str(path) if name is None else name)
+    if not path.is_file():
+        return f"missing image file {shown}"
+    from PIL import Image
+
+    stat = path.stat()
+    problem = _decode_problem(str(path), stat.st_mtime_ns, stat.st_size, Image.MAX_IMAGE_PIXELS)
+    if problem is None:
+        return None
+    bomb, detail = problem
+    if bomb:
+        return f"image file {shown} has too many pixels, refused as a possible decompression bomb ({detail})"
+    return f"corrupt image file {shown}: {detail}"
+
+
+@lru_cache(maxsize=65536)
+def _decode_problem(path: str, mtime_ns: int, size: int, max_pixels: int | None) -> tuple[bool, str] | None:
+    # Keyed by modification time, size and the limit: demos shared by many queries are decoded once.
+    from PIL import Image
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(path) as im:
+                im.draft(im.mode, _DRAFT_SIZE)  # a no-op for formats without reduced decoding
+                im.load()
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        return True, str(exc)
+    except Exception as exc:  # PIL raises many types for corrupt files
+        return False, str(exc)
+    return None
 
 
 class BenchmarkError(ValueError):
@@ -171,6 +256,9 @@ class Benchmark:
     demos: list[Sample]
     root: Path
     description: str = ""
+    # Links out of the root are refused (see `resolve_image`); False only for a benchmark assembled
+    # from the user's own source folders, whose images are copied into the folder it is saved to.
+    confine_links: bool = True
 
     def __post_init__(self) -> None:
         self.root = Path(self.root)
@@ -206,7 +294,8 @@ class Benchmark:
         return usable[:k]
 
     def image_path(self, rel: str) -> Path:
-        return self.root / rel
+        """The file of image path ``rel``; raises `ImagePathError` for one the root does not hold."""
+        return resolve_image(self.root, rel, self.confine_links)
 
     @property
     def tasks(self) -> list[str]:
@@ -232,8 +321,14 @@ class Benchmark:
             raise BenchmarkError(problems)
 
 
-def validate_sample(sample: Sample, table: str, root: Path | None, check_images: bool = True) -> list[Problem]:
-    """Every problem of one record: answer/choices consistency, image paths and files."""
+def validate_sample(
+    sample: Sample, table: str, root: Path | None, check_images: bool = True, confine_links: bool = True
+) -> list[Problem]:
+    """Every problem of one record: answer/choices consistency, image paths and files.
+
+    Image files are decoded (see `image_file_problem`) unless ``check_images`` is off; paths are
+    resolved (see `resolve_image`) whenever a ``root`` is given.
+    """
     problems: list[Problem] = []
 
     def bad(field: str, message: str) -> None:
@@ -250,6 +345,9 @@ def validate_sample(sample: Sample, table: str, root: Path | None, check_images:
             bad("choices", f"duplicate choice(s) {dupes!r} (compared ignoring case and surrounding spaces)")
         if sample.answer not in sample.choices:
             bad("answer", f"{sample.answer!r} is not among choices {sample.choices!r}")
+    for i, choice in enumerate(sample.choices):
+        if not choice.strip():
+            bad(f"choices[{i}]", "empty option")
     if sample.format == "mcqa" and not sample.question.strip():
         bad("question", "MCQA sample has no question")
     if sample.format == "binary":
@@ -264,15 +362,17 @@ def validate_sample(sample: Sample, table: str, root: Path | None, check_images:
         if sample.format != "open":
             bad("images", "no image")
     if sample.format == "open":
-        problems.extend(validate_open(sample, table, root, check_images))
+        problems.extend(validate_open(sample, table, root, check_images, confine_links))
     for i, rel in enumerate(sample.images):
-        problem = _image_problem(rel, root, check_images)
+        problem = _image_problem(rel, root, check_images, confine_links)
         if problem:
             bad(f"images[{i}]", problem)
     return problems
 
 
-def validate_open(sample: Sample, table: str, root: Path | None, check_images: bool = True) -> list[Problem]:
+def validate_open(
+    sample: Sample, table: str, root: Path | None, check_images: bool = True, confine_links: bool = True
+) -> list[Problem]:
     """Problems of an open (context-learning) item: its context, level, evaluator and gold shape."""
     problems: list[Problem] = []
 
@@ -289,7 +389,11 @@ def validate_open(sample: Sample, table: str, root: Path | None, check_images: b
         bad("answer_type", f"open item has no answer type (one of {list(ANSWER_TYPES)})")
     for i, block in enumerate(sample.blocks):
         if block.kind == "image":
-            problem = _image_problem(block.image, root, check_images) if block.image else "image block without a path"
+            problem = (
+                _image_problem(block.image, root, check_images, confine_links)
+                if block.image
+                else "image block without a path"
+            )
             if problem:
                 bad(f"blocks[{i}].image", problem)
         elif block.image:
@@ -304,7 +408,8 @@ def gold_problem(answer_type: str | None, gold: Any) -> str | None:
     """What is wrong with ``gold`` for ``answer_type`` (see `Sample`), or None."""
 
     def is_number(x: Any) -> bool:
-        return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
+        # Finite only: a tolerance of Infinity accepts every answer, and NaN compares to nothing.
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
     def str_list(x: Any) -> bool:
         return isinstance(x, list) and all(isinstance(v, str) and v.strip() for v in x)
@@ -316,10 +421,10 @@ def gold_problem(answer_type: str | None, gold: Any) -> str | None:
         return None if ok else f"option gold must be one letter, not {gold!r}"
     if answer_type == "number":
         if not isinstance(gold, dict) or not is_number(gold.get("value")):
-            return f"number gold must be {{'value': <number>, ...}}, not {gold!r}"
+            return f"number gold must be {{'value': <finite number>, ...}}, not {gold!r}"
         for tol in ("rel_tol", "abs_tol"):
             if tol in gold and not (is_number(gold[tol]) and gold[tol] >= 0):
-                return f"number gold's {tol} must be a non-negative number, not {gold[tol]!r}"
+                return f"number gold's {tol} must be a finite non-negative number, not {gold[tol]!r}"
         return None
     if answer_type == "string":
         ok = (isinstance(gold, str) and gold.strip()) or (str_list(gold) and gold)
@@ -361,41 +466,29 @@ def gold_problem(answer_type: str | None, gold: Any) -> str | None:
     return f"unknown answer type {answer_type!r}"
 
 
-def _image_problem(rel: str, root: Path | None, check_files: bool) -> str | None:
-    path = Path(rel)
-    if path.is_absolute() or rel.startswith(("/", "\\")):
-        return f"{rel!r} is absolute; image paths are relative to the benchmark root"
-    # Lexical: a record may not climb out with "..", but symlinks the user put inside the root
-    # (an image folder linked to a shared COCO copy) are theirs to choose, and are followed.
-    if ".." in path.parts:
-        return f"{rel!r} escapes the benchmark root"
-    if root is None:
-        return None
-    full = Path(root) / path
-    if not check_files:
-        return None
-    if not full.is_file():
-        return f"missing image file {rel!r}"
+def _image_problem(rel: str, root: Path | None, check_files: bool, confine_links: bool = True) -> str | None:
     try:
-        from PIL import Image
-
-        with Image.open(full) as im:
-            im.verify()
-    except Exception as exc:  # PIL raises many types for corrupt files
-        return f"corrupt image file {rel!r}: {exc}"
-    return None
+        full = resolve_image(Path(root) if root is not None else Path("."), rel, confine_links and root is not None)
+    except ImagePathError as exc:
+        return str(exc)
+    if root is None or not check_files:
+        return None
+    return image_file_problem(full, rel)
 
 
 def validate_benchmark(bench: Benchmark, check_images: bool = True) -> list[Problem]:
     """Every problem in a benchmark, so a run can refuse it before any model is loaded."""
     problems: list[Problem] = []
+    if not bench.queries:
+        # Refused here, so a run stops before loading a model for zero requests (demos may be none: 0-shot).
+        problems.append(Problem("queries", "", "", "the table has no records"))
     for table, records in (("queries", bench.queries), ("demos", bench.demos)):
         counts = Counter(s.id for s in records)
         for sid, n in counts.items():
             if n > 1:
                 problems.append(Problem(table, sid, "id", f"duplicate id ({n} records)"))
         for s in records:
-            problems.extend(validate_sample(s, table, bench.root, check_images))
+            problems.extend(validate_sample(s, table, bench.root, check_images, bench.confine_links))
     demo_ids = {d.id for d in bench.demos}
     for q in bench.queries:
         for strategy, keys in q.demo_keys.items():

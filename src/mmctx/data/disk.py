@@ -8,6 +8,10 @@
 
 Parquet has no type for free-form dicts, so the nested fields (``meta``, ``demo_keys``,
 ``rationale``) are stored there as JSON strings; both formats round-trip losslessly.
+
+Reading refuses what it cannot read with the file named: a ``benchmark.json`` that is not a
+JSON object (a leading BOM is tolerated, as editors on Windows write one), a table line or
+Parquet cell that is not JSON (with its line, or row, id and column).
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
+from mmctx.jsonl import iter_jsonl
 from mmctx.schema import Benchmark, Sample
 
 LAYOUT_VERSION = 1
@@ -50,36 +55,44 @@ def write_samples(samples: list[Sample], path: Path) -> None:
     os.replace(tmp, path)
 
 
+class TableError(ValueError):
+    """A benchmark file that cannot be read; the message names the file (and line or row, record, field)."""
+
+
 def read_samples(path: Path) -> list[Sample]:
-    """Read a table written by `write_samples`; errors name the file and line."""
+    """Read a table written by `write_samples`; errors name the file and line (or row, id and column)."""
     path = Path(path)
     if path.suffix == ".jsonl":
         samples = []
-        # Binary lines, decoded one at a time, so bad UTF-8 is reported with its line like bad JSON is.
-        with open(path, "rb") as f:
-            for lineno, raw in enumerate(f, 1):
-                try:
-                    line = raw.decode("utf-8")
-                    if not line.strip():
-                        continue
-                    samples.append(Sample.model_validate_json(line))
-                except ValueError as exc:
-                    raise ValueError(f"{path}:{lineno}: {exc}") from exc
+        for lineno, record in iter_jsonl(path):  # raises JsonlError (a ValueError) naming file and line
+            try:
+                samples.append(Sample.model_validate(record))
+            except ValueError as exc:
+                raise TableError(f"{path}:{lineno}{_id_of(record)}: {exc}") from None
         return samples
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
         samples = []
         for i, row in enumerate(pq.read_table(path).to_pylist()):
+            where = f"{path}: row {i}{_id_of(row)}"
             for col in _JSON_COLUMNS:
                 if isinstance(row.get(col), str):
-                    row[col] = json.loads(row[col])
+                    try:
+                        row[col] = json.loads(row[col])
+                    except json.JSONDecodeError as exc:
+                        raise TableError(f"{where}: field {col!r} is not JSON ({exc.msg}, column {exc.colno})") from None
             try:
                 samples.append(Sample.model_validate(row))
             except ValueError as exc:
-                raise ValueError(f"{path}: row {i}: {exc}") from exc
+                raise TableError(f"{where}: {exc}") from None
         return samples
-    raise ValueError(f"{path}: tables must be .jsonl or .parquet")
+    raise TableError(f"{path}: tables must be .jsonl or .parquet")
+
+
+def _id_of(record: Any) -> str:
+    rid = record.get("id") if isinstance(record, dict) else None
+    return f" [{rid}]" if isinstance(rid, str) and rid else ""
 
 
 def _table(root: Path, name: str, preferred: str | None = None) -> Path:
@@ -104,7 +117,7 @@ def save_benchmark(bench: Benchmark, out: Path, table_format: TableFormat = "jso
         p
         for table, records in (("queries", bench.queries), ("demos", bench.demos))
         for s in records
-        for p in validate_sample(s, table, bench.root, check_images=False)
+        for p in validate_sample(s, table, bench.root, check_images=False, confine_links=bench.confine_links)
         if p.field.startswith("images[")
     ]
     if escaping:
@@ -129,8 +142,7 @@ def load_benchmark(path: Path) -> Benchmark:
     root = Path(path)
     if not root.is_dir():
         raise FileNotFoundError(f"{root}: not a benchmark folder")
-    header_path = root / "benchmark.json"
-    header = json.loads(header_path.read_text()) if header_path.exists() else {}
+    header = read_header(root / "benchmark.json")
     return Benchmark(
         name=header.get("name", root.name),
         description=header.get("description", ""),
@@ -138,6 +150,32 @@ def load_benchmark(path: Path) -> Benchmark:
         demos=read_samples(_table(root, "demos", header.get("tables"))),
         root=root,
     )
+
+
+def read_header(path: Path) -> dict[str, Any]:
+    """``benchmark.json`` as a dict (empty if the file is absent); errors name the file and field."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    try:
+        header = json.loads(path.read_bytes().decode("utf-8-sig"))  # -sig: a leading BOM is tolerated
+    except UnicodeDecodeError as exc:
+        raise TableError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    except json.JSONDecodeError as exc:
+        raise TableError(f"{path}: not JSON ({exc.msg}, line {exc.lineno} column {exc.colno})") from None
+    if not isinstance(header, dict):
+        raise TableError(f"{path}: must be a JSON object, not a {type(header).__name__}")
+    for field in ("name", "description"):
+        if field in header and not isinstance(header[field], str):
+            raise TableError(f"{path}: field {field!r} must be text, not {type(header[field]).__name__}")
+    if "tables" in header and header["tables"] not in ("jsonl", "parquet"):
+        raise TableError(f"{path}: field 'tables' must be \"jsonl\" or \"parquet\", not {header['tables']!r}")
+    version = header.get("layout_version", LAYOUT_VERSION)
+    if not isinstance(version, int) or isinstance(version, bool) or version > LAYOUT_VERSION:
+        raise TableError(
+            f"{path}: field 'layout_version' is {version!r}; this mmctx reads layout {LAYOUT_VERSION} and older"
+        )
+    return header
 
 
 def load_pool(path: Path) -> tuple[list[Sample], Path]:
