@@ -25,15 +25,21 @@ def _fail(message: str) -> None:
 
 
 @app.command()
-def validate(path: Path = typer.Argument(..., help="Benchmark folder.")) -> None:
-    """Check a benchmark and print every problem found (exit 1 if any)."""
+def validate(
+    path: Path = typer.Argument(..., help="Benchmark folder."),
+    preset: str = typer.Option("fewmmbench", help="Prompt preset the run will use (its option labels)."),
+) -> None:
+    """Check a benchmark and print every problem found (exit 1 if any): what a run refuses, this refuses."""
     from mmctx.data.disk import load_benchmark
+    from mmctx.prompts.build import preset_problems
+    from mmctx.prompts.presets import get_preset
 
     try:
         bench = load_benchmark(path)
-    except (OSError, ValueError) as exc:
+        chosen = get_preset(preset)
+    except (OSError, ValueError, KeyError) as exc:
         _fail(str(exc))
-    problems = bench.validate()
+    problems = bench.validate() + preset_problems(bench, chosen)
     for p in problems:
         print(p)
     n_demo = len(bench.demos)

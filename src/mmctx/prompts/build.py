@@ -15,7 +15,7 @@ from pathlib import Path
 
 from mmctx.prompts.messages import ImagePart, Message, Part, Prompt, TextPart
 from mmctx.prompts.presets import AnswerStyle, Preset
-from mmctx.schema import Sample
+from mmctx.schema import Benchmark, Problem, Sample, resolve_image
 
 
 class PromptError(ValueError):
@@ -45,16 +45,41 @@ def derived_seed(seed: int, *parts: str) -> int:
     return int.from_bytes(digest[:8], "big")
 
 
-def shown_options(sample: Sample, preset: Preset, seed: int) -> ShownOptions:
+def preset_problem(sample: Sample, preset: Preset) -> tuple[str, str] | None:
+    """``(field, message)`` when ``preset`` cannot ask ``sample``, else None.
+
+    The one rule both `shown_options` (at run time) and `preset_problems` (at validation) apply,
+    so ``mmctx validate`` refuses exactly what a run would.
+    """
     if sample.format == "open":
-        raise PromptError(f"sample {sample.id!r}: open-answer items have no options; this preset cannot ask them")
+        return "format", "open-answer items have no options; this preset cannot ask them"
+    if sample.format not in preset.formats:
+        return "format", f"preset {preset.name!r} has no template for format {sample.format!r}"
+    if sample.format != "binary" and len(sample.choices) > len(preset.labels):
+        return "choices", f"{len(sample.choices)} choices but preset {preset.name!r} has {len(preset.labels)} labels"
+    return None
+
+
+def preset_problems(bench: Benchmark, preset: Preset) -> list[Problem]:
+    """Every record of ``bench`` that ``preset`` cannot render, by table, id and field."""
+    problems = []
+    for table, records in (("queries", bench.queries), ("demos", bench.demos)):
+        for sample in records:
+            found = preset_problem(sample, preset)
+            if found:
+                problems.append(Problem(table, sample.id, *found))
+    return problems
+
+
+def shown_options(sample: Sample, preset: Preset, seed: int) -> ShownOptions:
+    found = preset_problem(sample, preset)
+    if found:
+        raise PromptError(f"sample {sample.id!r}: {found[1]}")
     order = list(range(len(sample.choices)))
     if sample.format != "binary":  # Yes/No keep their conventional order
         random.Random(derived_seed(seed, "options", sample.id)).shuffle(order)
     texts = tuple(sample.choices[i] for i in order)
     labels = texts if sample.format == "binary" else preset.labels[: len(texts)]
-    if len(labels) < len(texts):
-        raise PromptError(f"sample {sample.id!r}: {len(texts)} choices but preset {preset.name!r} has {len(labels)} labels")
     return ShownOptions(texts=texts, labels=tuple(labels), order=tuple(order), gold=order.index(sample.answer_index))
 
 
@@ -82,7 +107,9 @@ def _answer_text(sample: Sample, options: ShownOptions, style: AnswerStyle) -> s
 
 
 def sample_images(sample: Sample, root: Path) -> list[Part]:
-    return [ImagePart.from_path(root / rel) for rel in sample.images]
+    # Lexical rules only (absolute paths, ".."): whether links may leave the root is the
+    # benchmark's policy, checked by `Benchmark.check` before any prompt is built.
+    return [ImagePart.from_path(resolve_image(root, rel, confine_links=False)) for rel in sample.images]
 
 
 def build_prompt(
