@@ -160,13 +160,13 @@ def _proposed_tags(run_dir: Path, rows: list[dict], judge: Backend, tagger) -> d
     from mmctx.analysis.failures import failed_rows
     from mmctx.data.clbench.loader import load_clbench
     from mmctx.run.context import JUDGE_STORE, probe_all
-    from mmctx.run.store import ResponseStore
+    from mmctx.run.store import ResponseStore, backend_secrets
     from mmctx.score.judging import JudgeRunner
 
     probe_all(judge, None)
     manifest = json.loads((Path(run_dir) / "manifest.json").read_text())
     by_id = {q.id: q for q in load_clbench(Path(manifest["config"]["suite"])).queries}
     failed = [r for r in failed_rows(rows) if r["id"] in by_id]
-    with ResponseStore(Path(run_dir) / JUDGE_STORE) as store:
+    with ResponseStore(Path(run_dir) / JUDGE_STORE, secrets=backend_secrets(judge)) as store:
         verdicts = JudgeRunner(judge, store).judge(tagger, [(by_id[r["id"]], r.get("prediction", "")) for r in failed])
     return {r["id"]: v.detail["tag"] for r, v in zip(failed, verdicts) if v.outcome == "scored"}

@@ -13,7 +13,8 @@ with the text exactly as in the typed messages; roles are kept.
 The API key is read from the environment (``OPENAI_API_KEY`` or the variable named by
 ``api_key_env``), else from the ``keyring`` package (service ``mmctx-openai``, user = the
 server's host:port) when installed; never from arguments. It is redacted from every error
-message and never enters `ModelInfo`.
+message, never enters `ModelInfo`, and `OpenAIBackend.secrets` hands it to the response store,
+which takes it out of everything it stores (a server may echo it inside a successful reply).
 
 Option log-likelihoods (``score_mode="vllm_prompt_logprobs"``) rely on three extensions of
 vLLM's chat endpoint, sent in the request body: ``prompt_logprobs`` (log-probabilities of the
@@ -496,8 +497,12 @@ class OpenAIBackend:
 
     # ---- plumbing ----------------------------------------------------------------------------
 
+    def secrets(self) -> tuple[str, ...]:
+        """The credential this backend sends, for the response store to keep out of what it stores."""
+        return (self._key.reveal(),) if self._key else ()
+
     def _redact(self, text: str) -> str:
-        return redact(text, (self._key.reveal(),) if self._key else ())
+        return redact(text, self.secrets())
 
     async def _attempt(self, send: Callable[[], Awaitable[Any]]) -> dict:
         """One HTTP exchange under the timeout, as a parsed JSON object."""

@@ -39,7 +39,7 @@ from mmctx.prompts.context import (
 from mmctx.prompts.messages import Prompt, prompt_fingerprint, render_text
 from mmctx.run.files import MANIFEST, REQUESTS, RESULTS, STORE
 from mmctx.run.runner import RunError, _failure, _guarded, _progress, _write_atomic, open_run_manifest
-from mmctx.run.store import ResponseStore
+from mmctx.run.store import ResponseStore, backend_secrets
 from mmctx.schema import Benchmark, Sample, validate_sample
 from mmctx.score.evaluators import Evaluator, Verdict, get_evaluator
 from mmctx.score.extract.prepare import strip_reasoning
@@ -208,7 +208,7 @@ def run_context(
     lines = [json.dumps(r.record(backend.info, limit), ensure_ascii=False) for r in plan]
     _write_atomic(run_dir / REQUESTS, "\n".join(lines) + "\n")
     stats = ContextStats(planned=len(plan), invalid=sum(1 for r in plan if r.prompt is None))
-    with ResponseStore(run_dir / STORE) as store:
+    with ResponseStore(run_dir / STORE, secrets=backend_secrets(backend, judge, extractor)) as store:
         if retry_errors:
             store.delete_errors()
         valid = [r for r in plan if r.prompt is not None]
@@ -346,7 +346,7 @@ def score_context_run(
     with ResponseStore(run_dir / STORE) as store:
         stored = store.get_all()
         repair_by_id = _repair_responses(store) if manifest["config"].get("repair") else {}
-    with ResponseStore(run_dir / JUDGE_STORE) as jstore:
+    with ResponseStore(run_dir / JUDGE_STORE, secrets=backend_secrets(judge, extractor)) as jstore:
         extractor_runner = JudgeRunner(extractor, jstore) if extractor else None
         judge_runner = JudgeRunner(judge, jstore) if judge else None
         staged = [_first_pass(rec, by_id.get(rec["id"]), stored, repair_by_id) for rec in records]

@@ -51,6 +51,7 @@ from mmctx.run.runner import (
     manifest_for,
     open_run,
 )
+from mmctx.run.store import backend_secrets
 
 Row = tuple[str, str, str, dict[str, Any], str | None]  # (key, request_id, kind, payload, error)
 
@@ -122,6 +123,10 @@ class Replica:
         """What the backend reports about its work (e.g. vLLM's prefix-cache hits); {} if nothing."""
         usage = getattr(self.backend, "usage", None)
         return usage() if callable(usage) else {}
+
+    def secrets(self) -> tuple[str, ...]:
+        """The backend's credentials, for the driver's store to take out of the rows it commits."""
+        return backend_secrets(self.backend)
 
     def run(
         self, chunk: list[PlannedRequest], key_of: dict[str, str], shipped: Mapping[str, Any]
@@ -294,6 +299,12 @@ class ReplicaPool:
             return {}  # a report, never a failure
         return {"workers": reports} if any(reports) else {}
 
+    def secrets(self) -> tuple[str, ...]:
+        """Every live replica's credentials (see `backend_secrets`): the driver stores their rows."""
+        ray = _import_ray()
+        found = ray.get([w.actor.secrets.remote() for w in self.workers if w.alive])
+        return tuple(dict.fromkeys(s for secrets in found for s in secrets))
+
     def close(self) -> None:
         ray = _import_ray()
         for w in self.workers:
@@ -321,6 +332,7 @@ class ReplicaPool:
         return execute_with(
             plan, self.info, run_dir, lambda chunks, key_of: self._completed(deque(chunks), key_of),
             f"requests on {len(self.workers)} Ray workers", batch_size, show_progress, retry_errors,
+            secrets=self.secrets(),
         )  # fmt: skip
 
     def _completed(

@@ -36,7 +36,7 @@ from mmctx.jsonl import read_jsonl
 from mmctx.models.base import Backend, GenerateRequest, Generation, ModelInfo, OptionScores, ScoreRequest
 from mmctx.run.files import MANIFEST, REQUESTS, STORE
 from mmctx.run.plan import GenerationLimits, PlannedRequest
-from mmctx.run.store import ResponseStore
+from mmctx.run.store import ResponseStore, backend_secrets
 from mmctx.score.extract import EXTRACTOR_VERSION
 
 
@@ -181,7 +181,10 @@ def execute(
     def complete(chunks: list[Chunk], key_of: dict[str, str]) -> Iterator[tuple[Chunk, list[tuple]]]:
         return ((chunk, _run_chunk(chunk, backend, key_of)) for chunk in chunks)
 
-    return execute_with(plan, backend.info, run_dir, complete, "requests", batch_size, show_progress, retry_errors)
+    return execute_with(
+        plan, backend.info, run_dir, complete, "requests", batch_size, show_progress, retry_errors,
+        secrets=backend_secrets(backend),
+    )  # fmt: skip
 
 
 def execute_with(
@@ -193,12 +196,14 @@ def execute_with(
     batch_size: int = 8,
     show_progress: bool = True,
     retry_errors: bool = False,
+    secrets: tuple[str, ...] = (),
 ) -> RunStats:
     """The resumable loop any executor shares: skip stored keys, commit each chunk's rows as
-    ``complete`` hands them back, count, show progress."""
+    ``complete`` hands them back, count, show progress. ``secrets`` (the backend's credentials,
+    see `backend_secrets`) are taken out of every row stored."""
     started = time.perf_counter()
     stats = RunStats(planned=len(plan))
-    with ResponseStore(Path(run_dir) / STORE) as store:
+    with ResponseStore(Path(run_dir) / STORE, secrets=secrets) as store:
         if retry_errors:
             stats.errors_retried = store.delete_errors()
         done = store.keys()

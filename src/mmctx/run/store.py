@@ -5,15 +5,29 @@ revision, the full rendered prompt (image *content* hashes included) and the gen
 parameters. A run that is killed — even with SIGKILL — loses at most the batch in flight;
 started again, it skips every key already stored. ``INSERT OR IGNORE`` makes a response
 written twice (two processes, a retried batch) impossible to duplicate.
+
+Credentials never enter it: every string of a response (its text, its error, anything in its
+payload) has the secrets the store was opened with replaced by ``***`` before it is written —
+here, where every response of every backend enters, because a server may echo the key inside a
+successful reply, not only in an error. ``results.jsonl`` and the viewer are built from the
+store, so they never see the key either.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import time
 from pathlib import Path
 from typing import Any, Iterable
+
+log = logging.getLogger(__name__)
+
+REDACTED = "***"
+# Shorter "keys" (a local server's "EMPTY", "x") are not credentials, and replacing them would
+# rewrite ordinary words in the answers being scored.
+MIN_SECRET_LENGTH = 8
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -27,9 +41,43 @@ CREATE TABLE IF NOT EXISTS responses (
 """
 
 
+def backend_secrets(*backends: object) -> tuple[str, ...]:
+    """The credentials of the given backends (None skipped): what their stores must never hold.
+
+    A backend that holds a credential (an API key) says so with a ``secrets()`` method.
+    """
+    found: list[str] = []
+    for backend in backends:
+        secrets = getattr(backend, "secrets", None)
+        if callable(secrets):
+            found.extend(s for s in secrets() if s and s not in found)
+    return tuple(found)
+
+
+def redact_secrets(value: Any, secrets: tuple[str, ...]) -> Any:
+    """``value`` with every occurrence of each secret, in every string it holds, replaced by ``***``."""
+    if isinstance(value, str):
+        for secret in secrets:
+            value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, dict):
+        return {k: redact_secrets(v, secrets) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(redact_secrets(v, secrets) for v in value)
+    return value
+
+
 class ResponseStore:
-    def __init__(self, path: Path):
+    """Args:
+        path: the SQLite file (created if absent).
+        secrets: credentials to take out of every response written (see `backend_secrets`).
+    """
+
+    def __init__(self, path: Path, secrets: Iterable[str] = ()):
         self.path = Path(path)
+        # Longest first, so a key that contains another is replaced whole.
+        kept = {s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH}
+        self._secrets = tuple(sorted(kept, key=len, reverse=True))
         self._db = sqlite3.connect(self.path, timeout=60)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")  # a committed response survives a crash
@@ -49,13 +97,21 @@ class ResponseStore:
         return {row[0] for row in self._db.execute("SELECT key FROM responses")}
 
     def put_many(self, rows: Iterable[tuple[str, str, str, dict[str, Any], str | None]]) -> None:
-        """Commit ``(key, request_id, kind, payload, error)`` rows in one transaction."""
+        """Commit ``(key, request_id, kind, payload, error)`` rows in one transaction, secrets taken out."""
         now = time.time()
         with self._db:
             self._db.executemany(
                 "INSERT OR IGNORE INTO responses (key, request_id, kind, payload, error, created) VALUES (?, ?, ?, ?, ?, ?)",
-                [(k, rid, kind, json.dumps(payload, ensure_ascii=False), err, now) for k, rid, kind, payload, err in rows],
+                [self._row(k, rid, kind, payload, err, now) for k, rid, kind, payload, err in rows],
             )
+
+    def _row(self, key: str, request_id: str, kind: str, payload: dict[str, Any], error: str | None, now: float) -> tuple:
+        if self._secrets:
+            clean, clean_error = redact_secrets(payload, self._secrets), redact_secrets(error, self._secrets)
+            if clean != payload or clean_error != error:
+                log.warning("the response to %s held a configured API key; stored with it replaced by %s", request_id, REDACTED)
+            payload, error = clean, clean_error
+        return (key, request_id, kind, json.dumps(payload, ensure_ascii=False), error, now)
 
     def get_all(self) -> dict[str, dict[str, Any]]:
         """Every stored response by key, with its error (None if it succeeded)."""
