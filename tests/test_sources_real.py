@@ -112,6 +112,20 @@ def test_valse_tasks_and_caption_foil_fields(tmp_path):
     assert hard.images[0].startswith("valse/data/coref/release_v18/test_images/VisualDialog_val2018_")
 
 
+def test_valse_caption_and_foil_start_with_a_capital_whatever_the_file_wrote(tmp_path):
+    # The real relations record writes its caption lower-case and its foil capitalised: as written,
+    # "pick the lower-case option" would answer it without the image.
+    place_valse(tmp_path)
+    samples = by_id(convert("valse", tmp_path))
+    girl = samples["valse/relations/relations:coco_2017:646131"]
+    assert girl.choices == ["A girl is sitting on a bicycle outside", "A girl is sitting behind a bicycle outside"]
+    assert girl.answer == girl.choices[0]
+    coref = samples["valse/coreference-hard/coref_test_0"]
+    assert coref.choices[0].startswith("A woman sits on a bench") and coref.choices[1].startswith("A woman sits")
+    assert coref.meta["only_caption"].startswith("a woman")  # the original fields are kept as written
+    assert all(c[0] == c[0].upper() for s in samples.values() for c in s.choices)
+
+
 def test_valse_bad_records_are_errors_and_the_rest_converts(tmp_path):
     folder = place_valse(tmp_path)
     data = folder / "data"

@@ -7,6 +7,13 @@ VALSE's README declares a record valid only when at least two of three annotator
 caption and not the foil (``mturk.caption >= 2``); the others are counted in ``skipped``, as its
 own evaluation drops them.
 
+Both sentences start with a capital letter, whatever the file wrote: VALSE's files are not
+consistent (in 70 of the 535 valid relations pairs and 10 of the 505 existence pairs the caption
+starts lower-case and the foil is capitalised, never the reverse), so as written "pick the
+lower-case option" would answer those items without the image. The authors' predecessor
+in-context code capitalises both too. Only the first character changes; ``meta`` keeps the
+original fields as written.
+
 Images are not part of VALSE. ``image_file`` is a bare file name, and the folder it lives in
 depends on the dataset the phenomenon was built from; the folders are those of VALSE's own
 ``config.py``, so a clone of the repository with the images unpacked where it expects them works
@@ -90,7 +97,7 @@ def _sample(reader: Reader, subset: str, path: Path, key: str, record: Any) -> S
     image = reader.image(record.get("image_file"), path, where, "image_file", under=f"data/{FILES[subset][1]}")
     if caption is None or foil is None or image is None:
         return None
-    caption, foil = caption.strip(), foil.strip()
+    caption, foil = capitalised(caption.strip()), capitalised(foil.strip())
     if caption.casefold() == foil.casefold():
         reader.error(path, where, "foil", "identical to the caption")
         return None
@@ -106,3 +113,8 @@ def _sample(reader: Reader, subset: str, path: Path, key: str, record: Any) -> S
         answer=caption,
         meta=meta,
     )
+
+
+def capitalised(text: str) -> str:
+    """``text`` with its first character upper-cased and the rest as written."""
+    return text[:1].upper() + text[1:]
