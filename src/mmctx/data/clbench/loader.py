@@ -18,19 +18,26 @@ placeholders are replaced by ``images`` in order. ``answer_type``, ``evaluator``
 default to the registry's values for a known subset (`mmctx.data.clbench.suite`); a record of an
 unknown subset must give all three.
 
-Structural errors (bad JSON, a missing id or subset, an unknown block type) stop loading with
-the file, line and field. Content problems (an empty rubric list, a missing image) do not: the
-record loads, `Benchmark.validate` names it, and a run scores it ``invalid_sample``.
+Structural errors stop loading with the file, line, record id and field, so ``mmctx clbench
+validate`` reports them and ``mmctx clbench run`` stops before it loads a model: bad JSON, a line
+that is not an object, a missing id or subset, a field of the wrong JSON type (``"choices": 5``,
+``"meta": [...]``), an unknown block type, a number that is not finite anywhere in the record
+(Python's JSON reader accepts ``NaN`` and ``Infinity``; JSON has neither, and a tolerance of
+``Infinity`` would accept every answer), and a suite with no records at all. Content problems
+(an empty rubric list, a missing image) do not: the record loads, `Benchmark.validate` names
+it, and a run scores it ``invalid_sample``, as the paper counts such items.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from mmctx.data.clbench.suite import subset_or_none
-from mmctx.schema import Benchmark, ContextBlock, Sample
+from mmctx.jsonl import JsonlError, iter_jsonl
+from mmctx.schema import ANSWER_TYPES, Benchmark, ContextBlock, Sample
 
 SAMPLES_FILE = "samples.jsonl"
 IMAGE_PLACEHOLDER = "<image>"
@@ -48,26 +55,62 @@ def load_clbench(path: Path, name: str | None = None) -> Benchmark:
     if not files:
         raise SuiteFormatError(f"{path}: no .jsonl records found")
     samples = [s for f in files for s in _read_file(f)]
+    if not samples:
+        # Refused here, so a run stops before loading a model for zero items.
+        raise SuiteFormatError(f"{path}: no records in {', '.join(f.name for f in files)}")
     return Benchmark(name=name or root.name, queries=samples, demos=[], root=root, description="CLBench-V-style suite")
 
 
 def _read_file(path: Path) -> list[Sample]:
-    out = []
-    with open(path, "rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            where = f"{path}:{lineno}"
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise SuiteFormatError(f"{where}: not UTF-8 ({exc})") from None
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise SuiteFormatError(f"{where}: not JSON ({exc})") from None
-            out.append(record_to_sample(record, where))
-    return out
+    try:
+        return [record_to_sample(record, f"{path}:{lineno}") for lineno, record in iter_jsonl(path)]
+    except JsonlError as exc:
+        raise SuiteFormatError(str(exc)) from None
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "text", bool: "a boolean", type(None): "null"}.get(
+        type(value), f"a {type(value).__name__}"
+    )
+
+
+def _bad_field(where: str, field: str, expected: str, value: Any) -> SuiteFormatError:
+    return SuiteFormatError(f"{where}: field {field!r} must be {expected}, not {_type_name(value)}")
+
+
+def _non_finite(value: Any, field: str) -> tuple[str, float] | None:
+    """The first number in ``value`` that is NaN or infinite, with its field path (``gold.abs_tol``)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return field, value
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, inner in items:
+        found = _non_finite(inner, f"{field}.{key}" if isinstance(key, str) else f"{field}[{key}]")
+        if found:
+            return found
+    return None
+
+
+def _text(record: dict[str, Any], field: str, where: str, prefix: str = "") -> str:
+    """An optional text field (absent or null reads as empty); ``prefix`` places it (``context[2].``)."""
+    value = record.get(field)
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise _bad_field(where, prefix + field, "text", value)
+    return value
+
+
+def _scalar_list(record: dict[str, Any], field: str, where: str, what: str) -> list[str]:
+    """An optional list of texts (numbers are written as text: an option may be ``3``)."""
+    value = record.get(field)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise _bad_field(where, field, f"a list of {what}", value)
+    for i, item in enumerate(value):
+        if isinstance(item, bool) or not isinstance(item, (str, int, float)):
+            raise _bad_field(where, f"{field}[{i}]", "text", item)
+    return [str(item) for item in value]
 
 
 def record_to_sample(record: dict[str, Any], where: str = "record") -> Sample:
@@ -80,6 +123,20 @@ def record_to_sample(record: dict[str, Any], where: str = "record") -> Sample:
     subset = record.get("subset")
     if not isinstance(subset, str) or not subset.strip():
         raise SuiteFormatError(f"{where}: field 'subset' is missing or empty")
+    for field, value in record.items():
+        found = _non_finite(value, field)
+        if found:
+            raise SuiteFormatError(
+                f"{where}: field {found[0]!r} is {json.dumps(found[1])}; numbers must be finite (JSON has no NaN or Infinity)"
+            )
+    for field in ("answer_type", "evaluator", "level"):
+        if record.get(field) is not None and not isinstance(record[field], str):
+            raise _bad_field(where, field, "text", record[field])
+    if record.get("answer_type") and record["answer_type"] not in ANSWER_TYPES:
+        raise SuiteFormatError(f"{where}: field 'answer_type' must be one of {list(ANSWER_TYPES)}, not {record['answer_type']!r}")
+    meta = record.get("meta")
+    if meta is not None and not isinstance(meta, dict):
+        raise _bad_field(where, "meta", "an object", meta)
     known = subset_or_none(subset)
     defaults = {"answer_type": known.answer_type, "evaluator": known.evaluator, "level": known.level} if known else {}
     missing = [k for k in ("answer_type", "evaluator", "level") if not record.get(k) and k not in defaults]
@@ -92,21 +149,23 @@ def record_to_sample(record: dict[str, Any], where: str = "record") -> Sample:
     answer = record.get("answer")
     if answer is None:
         answer = _display(gold)
+    elif isinstance(answer, bool) or not isinstance(answer, (str, int, float)):
+        raise _bad_field(where, "answer", "display text", answer)
     try:
         return Sample(
             id=rid,
             task=known.name if known else subset,
             source=known.name if known else subset,
             format="open",
-            question=str(record.get("question", "")),
-            choices=[str(c) for c in record.get("choices", [])],
+            question=_text(record, "question", where),
+            choices=_scalar_list(record, "choices", where, "options"),
             answer=str(answer),
             blocks=blocks,
             answer_type=record.get("answer_type") or defaults.get("answer_type"),
             gold=gold,
             evaluator=record.get("evaluator") or defaults["evaluator"],
             level=record.get("level") or defaults["level"],
-            meta=dict(record.get("meta") or {}),
+            meta=dict(meta or {}),
         )
     except ValueError as exc:
         raise SuiteFormatError(f"{where}: {exc}") from None
@@ -118,16 +177,25 @@ def _blocks(record: dict[str, Any], where: str) -> list[ContextBlock]:
             f"{where}: give either 'context' blocks or a 'query' with <image> placeholders, not both"
         )
     if "query" in record:
-        return blocks_from_query(str(record["query"]), list(record.get("images") or []), where)
+        return blocks_from_query(_text(record, "query", where), _scalar_list(record, "images", where, "image paths"), where)
+    context = record.get("context")
+    if context is None:
+        return []
+    if not isinstance(context, list):
+        raise _bad_field(where, "context", "a list of blocks", context)
     blocks = []
-    for i, b in enumerate(record.get("context") or []):
-        kind = b.get("type") if isinstance(b, dict) else None
+    for i, b in enumerate(context):
+        if not isinstance(b, dict):
+            raise _bad_field(where, f"context[{i}]", "an object", b)
+        kind = b.get("type")
+        at = f"context[{i}]."
+        title = _text(b, "title", where, at)
         if kind == "text":
-            blocks.append(ContextBlock(kind="text", text=str(b.get("text", "")), title=str(b.get("title", ""))))
+            blocks.append(ContextBlock(kind="text", text=_text(b, "text", where, at), title=title))
         elif kind == "image":
-            blocks.append(ContextBlock(kind="image", image=str(b.get("path", "")), title=str(b.get("title", ""))))
+            blocks.append(ContextBlock(kind="image", image=_text(b, "path", where, at), title=title))
         else:
-            raise SuiteFormatError(f"{where}: context[{i}].type must be 'text' or 'image', not {kind!r}")
+            raise SuiteFormatError(f"{where}: field 'context[{i}].type' must be 'text' or 'image', not {kind!r}")
     return blocks
 
 
