@@ -4,7 +4,7 @@ The extractor is a chain of small named rules tried in order; the first rule
 that reaches a decision wins, and its name is recorded on the result so every
 score can be traced back to the rule that produced it. A decision is either an
 option index or an explicit refusal (``"empty"``, ``"hedged"``,
-``"ambiguous"``, ``"no_match"``). There is no random fallback: an unparsed
+``"ambiguous"``, ``"contradictory"``, ``"no_match"``). There is no random fallback: an unparsed
 answer stays unparsed, and the caller counts it as wrong and reports the
 unparsed rate (random fallbacks, as in several public harnesses, move
 scores by points and hide parser bugs).
@@ -28,7 +28,12 @@ Rule chain (``RULES``, in order):
 ``empty``            nothing left after the preparation.
 ``answer_marker``    ``Answer: B``, ``the answer is B``, ``\\boxed{B}``, ``B is correct``...;
                      the LAST marker that resolves wins, because chain-of-thought
-                     restates options before concluding.
+                     restates options before concluding -- unless the reply's final-answer
+                     statements (``Answer: X``, ``the answer is X``, ``\\boxed{X}``)
+                     contradict each other: two different ones with no revision cue
+                     between them ("Answer: A. Answer: B"), or a loop back to an answer
+                     already abandoned ("the answer is A. No wait, the answer is B."
+                     repeated) -> ``contradictory`` (:mod:`.contradictions`).
 ``hedged``           "A or B", "not sure", "no wait", "either ... or" with no marker.
 ``bare_letter``      the whole response is a label: ``B``, ``(B)``, ``**B**``, ``Option B``.
 ``label_with_text``  ``B. red``; if the text names another option -> ``ambiguous``.
@@ -48,7 +53,8 @@ option then has to pass two checks (:mod:`.chain`):
 
 * a later self-correction naming another option ("The answer is B.\\nWait, it's C.")
   makes it ``hedged`` (:mod:`.revisions`); an explicit one ("Wait, the answer is C")
-  is simply the last answer marker and wins;
+  is simply the last answer marker and wins, as long as the reply does not flip again
+  without a cue or go back to B (then it is ``contradictory``);
 * an option the response also calls wrong ("Answer: B ... B is incorrect") is
   ``ambiguous``.
 
@@ -68,7 +74,7 @@ from .turns import cut_turns
 __all__ = ["EXTRACTOR_VERSION", "RULES", "Extraction", "extract_choice"]
 
 # Bump whenever a rule's behaviour changes, so cached scores can be invalidated.
-EXTRACTOR_VERSION = "2"
+EXTRACTOR_VERSION = "3"
 
 _LABEL_STRIP = " \t()[]{}.:"
 

@@ -11,7 +11,8 @@ class Extraction:
 
     ``index`` points into the options as shown to the model, or is ``None``
     when the response could not be parsed; ``rule`` names the rule that decided
-    (for ``None``: ``"empty"``, ``"hedged"``, ``"ambiguous"`` or ``"no_match"``);
+    (for ``None``: ``"empty"``, ``"hedged"``, ``"ambiguous"``, ``"contradictory"``
+    or ``"no_match"``);
     ``span`` is the text that rule matched, for viewers and debugging.
     """
 

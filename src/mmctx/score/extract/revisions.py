@@ -4,7 +4,8 @@ A revision cue ("wait", "actually", "no,", "on second thought", "correction",
 ...) at the start of a sentence or clause, followed by a plain choice of an option
 (a bare label, an option's exact text, "(C) green", after filler such as "it's"),
 revises whatever was decided before it. An *explicit* revision ("Wait, the answer
-is C") is an answer marker itself and wins as the last marker; an implicit one
+is C") is an answer marker itself and wins as the last marker (unless the reply then goes
+back, or flips again without a cue: :mod:`.contradictions`); an implicit one
 ("Wait, it's C") that names a different option makes the response ``hedged``:
 the model abandoned its answer without committing to the new one in the form
 the marker rules trust. A revision naming the same option changes nothing.
@@ -12,21 +13,14 @@ the marker rules trust. A revision naming the same option changes nothing.
 
 from __future__ import annotations
 
-import re
-
 from .context import Ctx
+from .contradictions import CUE
 from .resolve import strict_choice
-from .vocabulary import REVISION_CUES
-
-_CUE = re.compile(
-    rf"(?:^|(?<=[.!?;,\n(\-\u2013\u2014]))[ \t\n]*(?P<cue>(?:{REVISION_CUES})(?![\w']))[ \t,:;.!\-\u2013\u2014]*",
-    re.I,
-)
 
 
 def revision_after(ctx: Ctx, pos: int, index: int) -> str:
     """The revision after ``ctx.text[pos]`` that moves away from option ``index``, or ""."""
-    for m in _CUE.finditer(ctx.text, pos):
+    for m in CUE.finditer(ctx.text, pos):
         line = ctx.text[m.end() :].split("\n", 1)[0]
         choice = strict_choice(line, ctx)
         if choice is not None and choice != index:

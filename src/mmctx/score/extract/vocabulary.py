@@ -51,6 +51,6 @@ ASSISTANT_ROLES = frozenset({"assistant", "gpt", "model"})
 
 # Openers of a self-correction ("Wait, it's C"); they count at the start of a sentence or clause.
 REVISION_CUES = (
-    r"wait|actually|no\s*,|on\s+second\s+thought|correction|scratch\s+that|i\s+mean|make\s+that"
+    r"wait|actually|no\s+wait|no\s*,|on\s+second\s+thought|correction|scratch\s+that|i\s+mean|make\s+that"
     r"|oops|sorry|hmm+,?\s+no"
 )
