@@ -1,17 +1,26 @@
-"""The ``courtsi`` evaluator: CourtSI-style metrics, by the item's ``answer_type``.
+"""The ``courtsi`` evaluator: CourtSI-Bench's metrics, by the item's ``answer_type``.
+
+The rules follow CourtSI's released scorer (``protocol/CourtSI-Bench/metrics.py`` and
+``vlm_evaluate.py`` of Visionary-Laboratory/CourtSI):
 
 ``option`` → **MA** (multiple-choice accuracy): the ``choice`` evaluator's extraction and exact
   letter match.
-``number`` → **MRA** (mean relative accuracy, VSI-Bench's definition, which CourtSI reuses for
-  numeric answers): with thresholds θ ∈ C = {0.50, 0.55, …, 0.95},
-  ``MRA = 1/10 · Σ_θ 1[|ŷ − y| / |y| < 1 − θ]``; the comparison is strict, as in the paper's
-  formula (VSI-Bench's code uses ``≤``; the two differ only on exact boundary values). A gold
-  of 0 has no relative error: MRA is then 1 when ŷ = 0 and 0 otherwise. ``%`` and units are
-  ignored (the gold's unit is the one asked for).
-``point`` → **LocA** (localisation accuracy): 1 when the predicted point lies within the
-  gold's ``radius`` of ``xy`` (Euclidean distance ≤ radius), else 0. The point is read from
-  the answer as ``(x, y)``, ``[x, y]`` or ``x, y`` (the last such pair; ``;`` also separates);
-  a single distance threshold per item, since the gold carries its own radius.
+``number`` → by the item's CourtSI category (``meta["category"]``, CourtSI's own field):
+  - a counting question (the category names counting, e.g. ``spatial_counting_player``) →
+    **MA**: the number must equal the gold exactly ("3" and "3.0" are equal, 4 for 3 is wrong);
+  - every other number (distances, heights) → **MRA** with CourtSI's 0.15 m slack: with
+    thresholds θ ∈ C = {0.50, 0.55, …, 0.95},
+    ``MRA = 1/10 · Σ_θ 1[(|ŷ − y| − 0.15) / |y| < 1 − θ]``, strict as upstream. An error within
+    the slack passes every threshold (gold 0.04 m, answer 0.03 m scores 1, where VSI-Bench's plain
+    MRA gives 0.5). A gold of 0 has only the slack: 1 when ``|ŷ| < 0.15``, else 0 (upstream's
+    ``1e-8`` denominator guard gives the same).
+  ``%`` and units are ignored (the gold's unit is the one asked for).
+``point`` → **LocA** (localisation accuracy): 1 when the predicted point lies strictly within the
+  gold's ``radius`` (Euclidean distance ``< radius``; CourtSI uses 0.3 m), else 0. CourtSI's
+  points are 3-D, ``{"xyz": [x, y, z], "radius": 0.3}``; a 2-D gold ``{"xy": [x, y], "radius": r}``
+  is scored the same way in the plane. The answer must give as many coordinates as the gold:
+  ``(x, y, z)``, ``[x, y, z]`` or ``x, y, z`` (``;`` also separates; the last such tuple counts).
+  A tuple of another length is not a point of the asked form (upstream scores it 0): unparsed.
 Extraction: ``option`` as ``choice``; ``number`` as ``numeric`` (``Answer:`` line, ``\\boxed{}``,
 or a one-line response); ``point`` from the ``Answer:`` line, ``\\boxed{}``, or the whole final
 answer, in that order, whichever first holds a point. ``detail["metric"]`` names the metric.
@@ -34,48 +43,86 @@ from .text import answer_line, boxed, final_answer_text, parse_number
 # θ = 0.50, 0.55, …, 0.95 as exact hundredths, so 1 − θ carries no float drift.
 MRA_THRESHOLDS: tuple[float, ...] = tuple(t / 100 for t in range(50, 100, 5))
 _TOLERANCES: tuple[float, ...] = tuple((100 - t) / 100 for t in range(50, 100, 5))
+COURTSI_MRA_SLACK = 0.15  # metres of error CourtSI forgives before the relative error counts
+_COUNTING = "counting"  # CourtSI's counting categories: spatial_counting_ball, spatial_counting_player
 
 _NUM = r"[-+]?(?:\d+(?:\.\d+)?|\.\d+)"
-_POINT = re.compile(rf"(?<![\d.])(?P<x>{_NUM})\s*[,;]\s*(?P<y>{_NUM})(?!\d)")
+# A run of numbers separated by "," or ";": a point's coordinates, however many.
+_TUPLE = re.compile(rf"(?<![\d.]){_NUM}(?:\s*[,;]\s*{_NUM})*(?![\d])")
+_SEP = re.compile(r"\s*[,;]\s*")
+_AXES = {2: "(x, y)", 3: "(x, y, z)"}
 
 
 def mean_relative_accuracy(pred: float, gold: float) -> float:
-    """VSI-Bench's MRA over θ ∈ {0.50, …, 0.95}; a zero gold scores 1 only for an exact zero."""
+    """VSI-Bench's plain MRA over θ ∈ {0.50, …, 0.95}; a zero gold scores 1 only for an exact zero."""
     if gold == 0:
         return 1.0 if pred == 0 else 0.0
     rel = abs(pred - gold) / abs(gold)
     return sum(rel < tol for tol in _TOLERANCES) / len(_TOLERANCES)
 
 
-def parse_point(s: str) -> tuple[float, float] | None:
-    """The last ``(x, y)`` / ``[x, y]`` / ``x, y`` pair in ``s``."""
+def courtsi_mra(pred: float, gold: float, slack: float = COURTSI_MRA_SLACK) -> float:
+    """CourtSI's MRA: ``(|ŷ − y| − slack) / |y| < 1 − θ`` over θ ∈ {0.50, …, 0.95}."""
+    excess = abs(pred - gold) - slack
+    if excess < 0:
+        return 1.0  # inside the slack: below every tolerance
+    if gold == 0:
+        return 0.0
+    rel = excess / abs(gold)
+    return sum(rel < tol for tol in _TOLERANCES) / len(_TOLERANCES)
+
+
+def is_counting(sample: Sample) -> bool:
+    """A CourtSI counting question, by its category (scored by exact match, not MRA)."""
+    return _COUNTING in str(sample.meta.get("category", "")).casefold()
+
+
+def parse_point(s: str, dims: int = 2) -> tuple[float, ...] | None:
+    """The last tuple of exactly ``dims`` numbers in ``s``: ``(x, y)``, ``[x, y, z]``, ``x; y``."""
     text = unicodedata.normalize("NFKC", s or "").replace("−", "-")
-    found = list(_POINT.finditer(text))
-    if not found:
-        return None
-    m = found[-1]
-    return float(m.group("x")), float(m.group("y"))
+    found = [m.group() for m in _TUPLE.finditer(text)]
+    for run in reversed(found):
+        parts = _SEP.split(run)
+        if len(parts) == dims:
+            return tuple(float(p) for p in parts)
+        if len(parts) > 1:
+            return None  # the last tuple given has another length: not a point of the asked form
+    return None
 
 
-def _gold_point(sample: Sample) -> tuple[tuple[float, float], float] | None:
+def gold_point(sample: Sample) -> tuple[tuple[float, ...], float] | None:
+    """The gold point (``xyz`` or ``xy``) and its radius, or None when the gold is malformed."""
     gold = sample.gold
     if not isinstance(gold, dict):
         return None
-    xy, radius = gold.get("xy"), gold.get("radius")
-    if not (isinstance(xy, (list, tuple)) and len(xy) == 2 and isinstance(radius, (int, float))):
-        return None
-    return (float(xy[0]), float(xy[1])), float(radius)
+    radius = gold.get("radius")
+    for key, dims in (("xyz", 3), ("xy", 2)):
+        coords = gold.get(key)
+        if isinstance(coords, (list, tuple)) and len(coords) == dims and isinstance(radius, (int, float)):
+            if all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in coords):
+                return tuple(float(c) for c in coords), float(radius)
+    return None
 
 
-def extract_point(response: str) -> Extraction:
+def _dims(sample: Sample) -> int:
+    gold = gold_point(sample)
+    return len(gold[0]) if gold is not None else 3  # CourtSI's points are 3-D
+
+
+def _show(point: tuple[float, ...]) -> str:
+    return "(" + ", ".join(f"{c:g}" for c in point) + ")"
+
+
+def extract_point(response: str, dims: int = 2) -> Extraction:
+    form = _AXES.get(dims, "(x, y, z)")
     text = final_answer_text(response)
     if not text:
-        return Extraction(None, issue="the response is empty; end with a line 'Answer: (x, y)'")
+        return Extraction(None, issue=f"the response is empty; end with a line 'Answer: {form}'")
     for rule, value in (("answer_line", answer_line(text)), ("boxed", boxed(text)), ("whole", text)):
-        point = parse_point(value) if value is not None else None
+        point = parse_point(value, dims) if value is not None else None
         if point is not None:
-            return Extraction(f"({point[0]:g}, {point[1]:g})", rule)
-    return Extraction(None, issue="no point given as 'Answer: (x, y)'")
+            return Extraction(_show(point), rule)
+    return Extraction(None, issue=f"no point given as 'Answer: {form}'")
 
 
 @dataclass(frozen=True)
@@ -88,7 +135,7 @@ class CourtSIEvaluator:
         if sample.answer_type == "option":
             return extract_letter(sample, response)
         if sample.answer_type == "point":
-            return extract_point(response)
+            return extract_point(response, _dims(sample))
         return extract_number(response)
 
     def score(self, sample: Sample, answer: str) -> Verdict:
@@ -97,53 +144,53 @@ class CourtSIEvaluator:
         if sample.answer_type == "point":
             return self._loca(sample, answer)
         if sample.answer_type == "number":
-            return self._mra(sample, answer)
+            return self._number(sample, answer)
         return Verdict.failed("invalid_sample", f"courtsi scores option/number/point items, not {sample.answer_type!r}")
 
     @staticmethod
-    def _mra(sample: Sample, answer: str) -> Verdict:
+    def _number(sample: Sample, answer: str) -> Verdict:
+        counting = is_counting(sample)
+        metric = "MA" if counting else "MRA"
         gold = gold_number(sample)
         if gold is None:
-            return Verdict.failed("invalid_sample", "the item has no numeric gold", metric="MRA")
+            return Verdict.failed("invalid_sample", "the item has no numeric gold", metric=metric)
         pred = parse_number(answer or "").value
         if pred is None:
             return Verdict.failed(
                 "unparsed",
                 f"the final answer {(answer or '')[:60]!r} is not a number",
                 prediction=answer or "",
-                metric="MRA",
+                metric=metric,
             )
         error = abs(pred - gold.value)
         rel = error / abs(gold.value) if gold.value else None
-        return Verdict.scored(
-            mean_relative_accuracy(pred, gold.value),
-            f"{pred:g}",
-            metric="MRA",
-            gold=gold.value,
-            abs_error=error,
-            rel_error=rel,
-        )
+        score = float(pred == gold.value) if counting else courtsi_mra(pred, gold.value)
+        return Verdict.scored(score, f"{pred:g}", metric=metric, gold=gold.value, abs_error=error, rel_error=rel)
 
     @staticmethod
     def _loca(sample: Sample, answer: str) -> Verdict:
-        gold = _gold_point(sample)
+        gold = gold_point(sample)
         if gold is None:
-            return Verdict.failed("invalid_sample", "the item has no point gold {'xy', 'radius'}", metric="LocA")
-        point = parse_point(answer or "")
+            return Verdict.failed(
+                "invalid_sample",
+                "the item has no point gold {'xyz': [x, y, z], 'radius': r} (or {'xy': [x, y], 'radius': r})",
+                metric="LocA",
+            )
+        coords, radius = gold
+        point = parse_point(answer or "", len(coords))
         if point is None:
             return Verdict.failed(
                 "unparsed",
-                f"the final answer {(answer or '')[:60]!r} is not a point (x, y)",
+                f"the final answer {(answer or '')[:60]!r} is not a point {_AXES.get(len(coords), '')}",
                 prediction=answer or "",
                 metric="LocA",
             )
-        (gx, gy), radius = gold
-        distance = math.hypot(point[0] - gx, point[1] - gy)
+        distance = math.dist(point, coords)
         return Verdict.scored(
-            1.0 if distance <= radius else 0.0,
-            f"({point[0]:g}, {point[1]:g})",
+            1.0 if distance < radius else 0.0,
+            _show(point),
             metric="LocA",
-            gold=[gx, gy],
+            gold=list(coords),
             radius=radius,
             distance=distance,
         )
