@@ -3,10 +3,16 @@
 ``zerobench`` (ZeroBench's "{final answer}" convention)
   Extraction: the content of the last top-level ``{…}`` in the final answer (a ``\\boxed{…}``
   is one too); nothing else is accepted, as ZeroBench's own scorer reads only curly braces.
-  Scoring against ``gold`` (a string or a list of aliases): when an alias is a plain number
-  ("11.90", "$1,234", "-5%") and the prediction states exactly one distinct number, the two
-  are compared numerically ("11.9" == "11.90", "12 dollars" == "12"); otherwise
-  `text.normalize_text` equality (case, punctuation, articles, blanks ignored). Score 1 if any
+  Scoring against ``gold`` (a string or a list of aliases). ZeroBench's released scorer compares
+  the braced content with the gold as strings: stripped, lower-cased, exactly equal. The
+  CLBench-V paper scores ZeroBench by "normalized / numeric match", so here:
+    - when the braced answer AND the alias are both plain numbers ("11.90", "$1,234", "-5%":
+      a number, optionally with a currency sign or ``%``, and nothing else), they are compared
+      numerically: "11.9" == "11.90", "1,990" == "1990";
+    - otherwise `text.normalize_text` equality (case, punctuation, articles, blanks ignored).
+  A number carrying anything else — a plural or decade ("1990s"), a unit word ("12 dollars"),
+  a second number ("11.9 or 12") — is text, never coerced to the number inside it: "{1990s}"
+  does not match "1990", as it does not under ZeroBench's own exact match. Score 1 if any
   alias matches.
 
 ``reasonmap_plus`` (ReasonMap-Plus, ``main_plus.py`` of fscdc/ReasonMap)
@@ -42,7 +48,6 @@ from .text import (
     final_answer_text,
     is_plain_number,
     normalize_text,
-    numbers_in,
     parse_number,
     strip_markup,
 )
@@ -66,16 +71,14 @@ def aliases(sample: Sample) -> list[str]:
     return [sample.answer] if sample.answer.strip() else []
 
 
-def _one_number(answer: str) -> float | None:
-    """The number ``answer`` states when it states exactly one (repeats allowed), else None."""
-    found = set(numbers_in(answer))
-    return found.pop() if len(found) == 1 else None
-
-
 def match_alias(answer: str, alias: str) -> str | None:
-    """How ``answer`` matches ``alias`` ("numeric" or "text"), or None."""
-    if is_plain_number(alias):
-        pred, gold = _one_number(answer), parse_number(alias).value
+    """How ``answer`` matches ``alias`` ("numeric" or "text"), or None.
+
+    Numbers compare as numbers only when both sides are plain numbers: a number with words
+    beside it ("1990s", "12 dollars") is text and must equal the alias as text.
+    """
+    if is_plain_number(alias) and is_plain_number(answer):
+        pred, gold = parse_number(answer).value, parse_number(alias).value
         if pred is not None and gold is not None:
             return "numeric" if abs(pred - gold) <= 1e-9 * max(1.0, abs(gold)) else None
     norm = normalize_text(answer)
