@@ -23,6 +23,14 @@
   ``exact`` = both equal after rounding to 2 decimals (half up) in percentage points, or
   within the gold's tolerance (``abs_tol`` in points, ``rel_tol`` relative). Score 1 iff exact.
   Detail carries ``abs_error`` in percentage points for the MAE column.
+  One value, not a hedge: the paper scores the final ROE by exact match, so a final that states
+  several different values — a range ("12%–13%", "between 12% and 13%"), alternatives ("12.5% or
+  13%", "12.5%/13%", "12.5% (or 13%)") — is ``unparsed`` with rule ``hedged``, never scored as its
+  first number. What counts: every number of the value after its last ``=`` / ``≈`` (so a
+  calculation "0.05 × 2.5 = 12.5%" states 12.5 %), except numbers in a parenthetical aside
+  ("12.5% (up from 11.2% last year)") unless the aside offers an alternative ("(or 13%)"), and
+  except a bare calendar year ("12.5% in 2024"). The same value in two forms is one value:
+  "12.5% (0.125)" and "12.5%, i.e. 0.125" agree after the percent rule and rounding to 2 decimals.
 Non-numeric answers are ``unparsed``; an item without a numeric gold is ``invalid_sample``.
 """
 
@@ -36,7 +44,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from mmctx.schema import Sample
 
 from .base import Extraction, Judge, Verdict, register
-from .text import answer_line, boxed, final_answer_text, parse_number, strip_markup
+from .text import ParsedNumber, answer_line, boxed, final_answer_text, parse_number, parsed_numbers, strip_markup
 
 PERCENT_UNITS = frozenset({"%", "percent", "pct", "percentage", "percentage points", "pp"})
 _SHORT_LINE = 40  # a whole response this short, on one line, may be the bare answer
@@ -174,6 +182,45 @@ def _round2(x: Decimal) -> Decimal:
     return x.quantize(_CENT, rounding=ROUND_HALF_UP)
 
 
+_EQUALS = re.compile(r"=|≈|\\approx")
+_ASIDE = re.compile(r"[(（]([^()（）]*)[)）]")
+# An aside that offers another value rather than commenting on this one: "(or 13%)", "(~13%)".
+_ALTERNATIVE = re.compile(r"^\s*(?:(?:or|to|vs\.?|versus|alternatively|possibly|maybe|perhaps)\b|[~/\-–—])", re.I)
+HEDGED = "hedged"  # the extraction rule that names a final stating several values
+
+
+def _is_year(n: ParsedNumber) -> bool:
+    v = n.value
+    return v is not None and not n.percent and v == int(v) and 1900 <= v <= 2199
+
+
+def roe_stated_values(value: str) -> list[Decimal]:
+    """The distinct ROE values (percentage points, 2 decimals) a final ``ROE:`` value states, in order.
+
+    One entry for a proper answer; several for a hedge (see the module docstring for what counts).
+    """
+    text = value or ""
+    cut = [m.end() for m in _EQUALS.finditer(text) if parsed_numbers(text[m.end() :])]
+    segment = text[cut[-1] :] if cut else text
+    main = _ASIDE.sub(lambda m: m.group(0) if _ALTERNATIVE.match(m.group(1)) else " ", segment)
+    numbers = [n for n in parsed_numbers(main) if not _is_year(n)]
+    if not numbers:  # the parenthesis is the value itself: an accounting negative "(3.4%)"
+        numbers = [n for n in parsed_numbers(segment) if not _is_year(n)]
+    distinct: list[Decimal] = []
+    for n in numbers:
+        if n.value is None:
+            continue
+        points = _round2(as_percent_points(n.value, n.percent)[0])
+        if points not in distinct:
+            distinct.append(points)
+    return distinct
+
+
+def _hedge_issue(values: list[Decimal]) -> str:
+    shown = ", ".join(f"{v}%" for v in values[:4])
+    return f"the final ROE states several values ({shown}); give exactly one value: 'ROE: <value>%'"
+
+
 @dataclass(frozen=True)
 class RoeEvaluator:
     name: str = "roe"
@@ -187,6 +234,9 @@ class RoeEvaluator:
             return Extraction(None, issue="no final line 'ROE: <value>%'")
         if parse_number(value).value is None:
             return Extraction(None, issue=f"the last 'ROE:' line holds no number ({value[:60]!r})")
+        stated = roe_stated_values(value)
+        if len(stated) > 1:
+            return Extraction(None, rule=HEDGED, issue=_hedge_issue(stated))
         return Extraction(value, "roe_marker")
 
     def score(self, sample: Sample, answer: str) -> Verdict:
@@ -198,6 +248,9 @@ class RoeEvaluator:
             return Verdict.failed(
                 "unparsed", f"the ROE answer {(answer or '')[:60]!r} is not a number", prediction=answer or ""
             )
+        stated = roe_stated_values(answer)
+        if len(stated) > 1:
+            return Verdict.failed("unparsed", _hedge_issue(stated), prediction=answer, rule=HEDGED)
         pred, rule = as_percent_points(parsed.value, parsed.percent)
         gold_pct = Decimal(repr(gold.value))
         if gold.unit.strip().casefold() in ("fraction", "ratio", "decimal"):

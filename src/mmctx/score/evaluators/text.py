@@ -54,6 +54,7 @@ __all__ = [
     "normalize_text",
     "numbers_in",
     "parse_number",
+    "parsed_numbers",
     "strip_markup",
 ]
 
@@ -244,10 +245,18 @@ def _matches(text: str) -> list[re.Match[str]]:
     return [m for m in _NUMBER.finditer(text) if math.isfinite(_value(m))]
 
 
+def parsed_numbers(s: str) -> list[ParsedNumber]:
+    """Every readable number in ``s``, in order, with its percent sign, read as `parse_number` reads one."""
+    text = _prepare_number_text(s)
+    return [
+        ParsedNumber(-_value(m) if _accounting_negative(text, m) else _value(m), bool(m.group("pct")))
+        for m in _matches(text)
+    ]
+
+
 def numbers_in(s: str) -> list[float]:
     """Every readable number in ``s``, in order, read as `parse_number` reads one (unreadable ones skipped)."""
-    text = _prepare_number_text(s)
-    return [(-_value(m) if _accounting_negative(text, m) else _value(m)) for m in _matches(text)]
+    return [p.value for p in parsed_numbers(s) if p.value is not None]
 
 
 def _chosen(text: str) -> re.Match[str] | None:
