@@ -3,7 +3,8 @@
 Rule evaluators: ``choice`` (option extraction + exact match), ``numeric`` and ``roe`` (normalised
 numbers, tolerance, MAE), ``zerobench`` and ``reasonmap_plus`` (source conventions), ``route``
 (ReasonMap topology judge + map score), ``courtsi`` (MA / MRA / LocA). Judged evaluators:
-``semantic`` and ``mmlongbench`` (strict semantic equivalence, normalised match without a judge),
+``semantic`` and ``mmlongbench`` (strict semantic equivalence; without a judge, normalised exact match and
+MMLongBench-Doc's per-format rules respectively),
 ``rubric`` (CL-bench all-or-nothing), ``conclusions`` (list-count judge). See `base` for outcomes.
 """
 

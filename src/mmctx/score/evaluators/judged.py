@@ -8,7 +8,8 @@ like an unparseable reply, since asking again is the only remedy in both cases.
 
   - `SemanticJudge`: strict semantic equivalence of an extracted answer with the gold, ``True`` /
     ``False`` (Pix2Fact, BrowseComp-V3, general open answers; MMLongBench-Pic with its
-    "Not answerable" rule). Exact matches are decided without a call. With the "Not answerable"
+    "Not answerable" rule, and MMLongBench-Doc's per-format rules as its judge-free baseline).
+    Exact matches are decided without a call. With the "Not answerable"
     rule: an exact not-answerable phrase against a "Not answerable" gold scores 1 without a
     call; any other answer to such a gold (a paraphrase like "The document does not provide
     this information.") goes to the judge, whose prompt carries the rule; a not-answerable
@@ -33,6 +34,7 @@ from typing import Any
 from mmctx.prompts.messages import Message, Prompt, TextPart
 from mmctx.schema import Sample
 from mmctx.score.evaluators.base import Extraction, JudgeReplyError, Verdict, register
+from mmctx.score.evaluators.mmlongbench import answer_format, gold_texts, mmlongbench_score
 from mmctx.score.extract.prepare import clean, norm, strip_reasoning
 
 # ---- reply parsing shared by the judges and the extractor ----------------------------------------
@@ -337,13 +339,17 @@ def _not_answerable_verdict(sample: Sample, answer: str) -> Verdict | None:
 class SemanticEvaluator:
     """Rule extraction (free form: an extractor model may follow), then the semantic judge.
 
-    Without a judge, ``score`` is the normalised exact match (the paper's "baseline match").
+    Without a judge, ``score`` is the paper's "baseline match": the normalised exact match, or,
+    for MMLongBench (``baseline="mmlongbench"``), MMLongBench-Doc's own rules per answer format
+    (`mmctx.score.evaluators.mmlongbench`: integers exact, floats within 1 % or as percentages,
+    strings by ANLS ≥ 0.5 with partial credit, lists order-free), after the not-answerable rule.
     """
 
     name: str
     judge: SemanticJudge
     free_form: bool = True
     typed_extraction: bool = False  # MMLongBench asks the extractor for the answer's type too
+    baseline: str = "exact"  # "exact" (normalised exact match) or "mmlongbench" (MMLongBench-Doc's rules)
 
     def extract(self, sample: Sample, response: str) -> Extraction:
         return extract_final_answer(response)
@@ -355,7 +361,22 @@ class SemanticEvaluator:
             ruled = _not_answerable_verdict(sample, answer)
             if ruled is not None:
                 return Verdict(ruled.outcome, ruled.score, ruled.prediction, {**ruled.detail, "mode": "baseline"})
+        if self.baseline == "mmlongbench":
+            return _mmlongbench_baseline(sample, answer)
         return Verdict.scored(1.0 if exact_match(sample, answer) else 0.0, answer, mode="baseline")
+
+
+def _mmlongbench_baseline(sample: Sample, answer: str) -> Verdict:
+    """MMLongBench-Doc's score under the item's answer format; the best alias when the gold has several."""
+    try:
+        fmt = answer_format(sample)
+    except ValueError as exc:
+        return Verdict.failed("invalid_sample", str(exc), prediction=answer, mode="baseline")
+    golds = gold_texts(sample)
+    if not golds:
+        return Verdict.failed("invalid_sample", "the item has no gold answer", prediction=answer, mode="baseline")
+    score = max(mmlongbench_score(g, answer, fmt) for g in golds)
+    return Verdict.scored(score, answer, mode="baseline", answer_format=fmt)
 
 
 # ---- the CL-bench rubric judge ----------------------------------------------------------------------
@@ -619,7 +640,7 @@ class ConclusionsEvaluator:
 SEMANTIC = register(SemanticEvaluator("semantic", SemanticJudge()))
 MMLONGBENCH = register(
     SemanticEvaluator("mmlongbench", SemanticJudge(name="semantic_mmlongbench", not_answerable=True),
-                      typed_extraction=True)
+                      typed_extraction=True, baseline="mmlongbench")
 )
 RUBRIC = register(RubricEvaluator())
 CONCLUSIONS = register(ConclusionsEvaluator())
