@@ -66,6 +66,8 @@ DEFAULT_TASKS: dict[str, str] = {
 }
 
 # Answer-format suffixes: what the evaluator parses, and what the repair prompt asks for.
+# "mcq", "short", "roe" and "route" are the paper's (appendix B); the others give the answer
+# types the paper's subsets never ask for through a suffix a form of their own.
 SUFFIXES: dict[str, str] = {
     "": "",
     "mcq": "End with exactly one final line: Answer: <letter>",
@@ -75,6 +77,26 @@ SUFFIXES: dict[str, str] = {
         "Return only route segments, separated by a line containing only --, each segment as:\n"
         "Route Name: <line>\nDeparture Stop: <stop>\nArrival Stop: <stop>\nVia Stops: <stops, when required>"
     ),
+    "point": (
+        "End with exactly one final line: Answer: (x, y, z) with the point's coordinates in the order the "
+        "question gives them, as many as it asks for"
+    ),
+    "list": "End with exactly one final line: Answer: <item>; <item>; ... (every item, separated by semicolons)",
+    "conclusions": "Return the conclusions as a numbered list, one per line: 1. <conclusion>",
+    "rubrics": "Answer the task directly and completely; the whole response is graded against the task's requirements.",
+}
+
+# The answer-format instruction each answer type is asked with when its subset gives none that
+# fits (see `suffix_key`). Every answer type of `mmctx.schema.ANSWER_TYPES` has one.
+ANSWER_TYPE_SUFFIXES: dict[str, str] = {
+    "option": "mcq",
+    "number": "short",
+    "string": "short",
+    "list": "list",
+    "route": "route",
+    "rubrics": "rubrics",
+    "conclusions": "conclusions",
+    "point": "point",
 }
 
 # What the repair prompt names as the required format when a template carries its own.
@@ -110,12 +132,33 @@ def options_text(sample: Sample) -> str:
     return "".join(f"\n{chr(ord('A') + i)}. {c}" for i, c in enumerate(sample.choices))
 
 
+def suffix_key(fmt: TaskFormat, answer_type: str | None) -> str:
+    """The suffix an item of ``answer_type`` is asked with under ``fmt``.
+
+    The subset's suffix, except where it does not say how this item answers: the generic
+    ``short`` line ("Answer: <answer>") becomes the answer type's own form (a CourtSI point item
+    is told "Answer: (x, y, z)", an option item "Answer: <letter>"), and no suffix under a
+    template that states no format either (a subset the registry lacks) becomes the answer
+    type's instruction. An answer type without one is an error, never a prompt without a format.
+    """
+    if answer_type is None:
+        return fmt.suffix
+    own = ANSWER_TYPE_SUFFIXES.get(answer_type)
+    if own is None:
+        raise ValueError(
+            f"no answer-format instruction for answer type {answer_type!r}; known: {sorted(ANSWER_TYPE_SUFFIXES)}"
+        )
+    if fmt.suffix == "short" or (not fmt.suffix and fmt.template not in TEMPLATE_FORMATS):
+        return own
+    return fmt.suffix
+
+
 def task_text(sample: Sample, fmt: TaskFormat) -> str:
     """The task part of the user turn: template filled, then the answer-format suffix."""
     template = TEMPLATES[fmt.template]
     task = sample.question.strip() or DEFAULT_TASKS.get(fmt.template, "")
     body = template.format(question=sample.question, options=options_text(sample), task=task)
-    suffix = SUFFIXES[fmt.suffix]
+    suffix = SUFFIXES[suffix_key(fmt, sample.answer_type)]
     # A record whose question already states the required format (a built ROE item) is not told twice.
     if not suffix or _states(body, suffix):
         return body
@@ -128,8 +171,10 @@ def _states(body: str, suffix: str) -> bool:
     return found is not None and re.search(rf"End with[^\n]*\b{found.group(1)}:", body) is not None
 
 
-def required_format(fmt: TaskFormat) -> str:
-    return SUFFIXES[fmt.suffix] or TEMPLATE_FORMATS.get(fmt.template, "the format the task asks for")
+def required_format(fmt: TaskFormat, answer_type: str | None = None) -> str:
+    """What the repair prompt names as the required format: the item's suffix (`suffix_key`), else the template's."""
+    key = suffix_key(fmt, answer_type)
+    return SUFFIXES[key] or TEMPLATE_FORMATS.get(fmt.template, "the format the task asks for")
 
 
 def context_parts(blocks: list[ContextBlock], root: Path) -> list[Part]:
