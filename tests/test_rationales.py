@@ -146,3 +146,11 @@ def test_reasoning_traces_never_reach_a_kept_rationale(demos, form):
     reasoning = "The image shows three objects and the question asks about one of them, so this holds."
     status, kept = judge_response(form.format(body=f"{reasoning}\nAnswer: {shown.labels[shown.gold]}"), False, shown, 5)
     assert (status, kept) == ("kept", reasoning)
+
+
+def test_a_rationale_with_contradictory_final_answers_is_not_kept(demos):
+    _, samples = demos
+    shown = shown_options(samples[0], PRESET, 0)
+    gold, other = shown.labels[shown.gold], next(label for label in shown.labels if label != shown.labels[shown.gold])
+    reasoning = "The image shows three objects and the question asks about one of them, so this holds."
+    assert judge_response(f"{reasoning}\nAnswer: {other}\nAnswer: {gold}", False, shown, 5)[0] == "contradictory"

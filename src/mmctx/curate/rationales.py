@@ -2,10 +2,12 @@
 
 For each demo a CoT setting will show, a model (any mmctx backend) is asked for a step-by-step
 explanation ending in ``Answer: <letter>``. If the answer it reaches is wrong, or the
-explanation is missing, cut by the token limit or too short, the gold answer is injected and
-the model asked again, up to ``max_attempts`` in all. A rationale is kept only if its final
+explanation is missing, cut by the token limit, too short or its final answers contradict each
+other, the gold answer is injected and the model asked again, up to ``max_attempts`` in all. A rationale is kept only if its final
 answer line names the gold option and its reasoning is well formed; every other demo is marked
-and left without a rationale, so CoT settings skip it (and the count is reported).
+and left without a rationale, so CoT settings skip it (and the count is reported). Reasoning
+traces (``<think>``, ``<thinking>``, ``<reasoning>``, ... as :mod:`mmctx.reasoning` defines them)
+are dropped before judging and never become part of a rationale.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ _ANSWER_LINE = re.compile(r"\n?[^\n]*\banswer\s*[:：][^\n]*\s*$", re.IGNORECASE
 @dataclass(frozen=True)
 class RationaleOutcome:
     sample_id: str
-    status: str  # kept | wrong_answer | no_answer_line | truncated | too_short | error
+    status: str  # kept | wrong_answer | no_answer_line | contradictory | truncated | too_short | error
     attempts: int
     rationale: Rationale | None = None
     last_response: str = ""
@@ -43,6 +45,8 @@ def judge_response(text: str, truncated: bool, shown: ShownOptions, min_words: i
     # of the rationale a demonstration shows.
     text = strip_traces(text).strip()
     found = extract_choice(text, list(shown.texts), list(shown.labels))
+    if found.rule == "contradictory":
+        return "contradictory", ""  # "Answer: A ... Answer: B": no final answer to demonstrate
     if found.rule != "answer_marker" or not _ANSWER_LINE.search(text):
         return "no_answer_line", ""
     if found.index != shown.gold:
