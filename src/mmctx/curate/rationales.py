@@ -3,11 +3,12 @@
 For each demo a CoT setting will show, a model (any mmctx backend) is asked for a step-by-step
 explanation ending in ``Answer: <letter>``. If the answer it reaches is wrong, or the
 explanation is missing, cut by the token limit, too short or its final answers contradict each
-other, the gold answer is injected and the model asked again, up to ``max_attempts`` in all. A rationale is kept only if its final
-answer line names the gold option and its reasoning is well formed; every other demo is marked
-and left without a rationale, so CoT settings skip it (and the count is reported). Reasoning
-traces (``<think>``, ``<thinking>``, ``<reasoning>``, ... as :mod:`mmctx.reasoning` defines them)
-are dropped before judging and never become part of a rationale.
+other, the gold answer is injected and the model asked again, up to ``max_attempts`` in all.
+A rationale is kept only if its final answer line names the gold option and its reasoning is
+well formed; every other demo is marked and left without a rationale, so CoT settings skip it
+(and the count is reported). Reasoning traces (``<think>``, ``<thinking>``, ``<reasoning>``,
+... as :mod:`mmctx.reasoning` defines them) are dropped before judging and never become part
+of a rationale.
 """
 
 from __future__ import annotations
