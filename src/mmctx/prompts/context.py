@@ -66,8 +66,8 @@ DEFAULT_TASKS: dict[str, str] = {
 }
 
 # Answer-format suffixes: what the evaluator parses, and what the repair prompt asks for.
-# "mcq", "short", "roe" and "route" are the paper's (appendix B); the others give the answer
-# types the paper's subsets never ask for through a suffix a form of their own.
+# "mcq", "short", "roe" and "route" are the paper's (appendix B); "point", "list", "conclusions"
+# and "rubrics" give the answer types that no subset suffix of the paper describes a form of their own.
 SUFFIXES: dict[str, str] = {
     "": "",
     "mcq": "End with exactly one final line: Answer: <letter>",
