@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-Family = Literal["idefics3", "llava"]
-FAMILIES: tuple[str, ...] = ("idefics3", "llava")
+Family = Literal["idefics3", "llava", "qwen2_vl"]
+FAMILIES: tuple[str, ...] = ("idefics3", "llava", "qwen2_vl")
 
 # Chat templates in the style of each family's released checkpoints.
 IDEFICS3_TEMPLATE = (
@@ -29,11 +29,22 @@ CHATML_TEMPLATE = (
     "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}{% endfor %}<|im_end|>\n"
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+# Qwen2-VL's released template: a default system turn, each image as vision_start/pad/end.
+QWEN2_VL_TEMPLATE = (
+    "{% if messages[0]['role'] != 'system' %}"
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n{% endif %}"
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' %}{{ '<|vision_start|><|image_pad|><|vision_end|>' }}"
+    "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}{% endfor %}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 _SPECIAL = {
     "idefics3": ["<|im_start|>", "<end_of_utterance>", "<fake_token_around_image>", "<image>", "<global-img>"]
     + [f"<row_{i}_col_{j}>" for i in range(1, 7) for j in range(1, 7)],
     "llava": ["<|im_start|>", "<|im_end|>", "<image>"],
+    "qwen2_vl": ["<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>"],
 }
 _UNK, _PAD, _BOS, _EOS = "<unk>", "<pad>", "<s>", "</s>"
 
@@ -129,6 +140,8 @@ def build_tiny_vlm(
         model, processor = _idefics3(tokenizer, image_size, _text_config(len(tokenizer), hidden, layers))
     elif family == "llava":
         model, processor = _llava(tokenizer, image_size, _text_config(len(tokenizer), hidden, layers))
+    elif family == "qwen2_vl":
+        model, processor = _qwen2_vl(tokenizer, hidden, layers)
     else:
         raise ValueError(f"unknown tiny family {family!r}; choose from {FAMILIES}")
     model.generation_config.eos_token_id = tokenizer.convert_tokens_to_ids(
@@ -137,7 +150,13 @@ def build_tiny_vlm(
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
-    processor.save_pretrained(out)
+    if isinstance(processor, tuple):  # Qwen2-VL: the processor's parts, saved as the hub lays them out
+        image_processor, chat_template = processor
+        image_processor.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+        (out / "chat_template.jinja").write_text(chat_template)
+    else:
+        processor.save_pretrained(out)
     return out
 
 
@@ -209,6 +228,51 @@ def _llava(tokenizer, image_size: int, text_config):
         chat_template=CHATML_TEMPLATE,
     )
     return model, processor
+
+
+def _qwen2_vl(tokenizer, hidden: int, layers: int):
+    """Qwen2-VL with multimodal RoPE: image tokens take fewer positions than they are tokens.
+
+    Returns the model and the processor's parts (image processor, chat template):
+    transformers' `Qwen2VLProcessor` cannot be built without torchvision (its video
+    processor needs it), so the parts are saved as the hub's checkpoints lay them out and
+    `AutoProcessor` (or mmctx's Qwen adapter, where torchvision is missing) puts them together.
+    """
+    from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    head_dim = hidden // 4
+    third = head_dim // 2 // 3
+    text = {
+        "vocab_size": len(tokenizer),
+        "hidden_size": hidden,
+        "intermediate_size": hidden * 2,
+        "num_hidden_layers": layers,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 4096,
+        # Temporal, height and width sections of each head's rotary frequencies.
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                            "mrope_section": [head_dim // 2 - 2 * third, third, third]},
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.convert_tokens_to_ids("<|im_end|>"),
+        "pad_token_id": tokenizer.pad_token_id,
+    }  # fmt: skip
+    vision = {"depth": 1, "embed_dim": 32, "hidden_size": hidden, "num_heads": 2, "mlp_ratio": 2,
+              "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2}  # fmt: skip
+    ids = tokenizer.convert_tokens_to_ids
+    config = Qwen2VLConfig(
+        text_config=text,
+        vision_config=vision,
+        image_token_id=ids("<|image_pad|>"),
+        video_token_id=ids("<|video_pad|>"),
+        vision_start_token_id=ids("<|vision_start|>"),
+        vision_end_token_id=ids("<|vision_end|>"),
+    )
+    model = Qwen2VLForConditionalGeneration(config)
+    # 4 to 16 visual tokens an image (one per 28×28 px) unless a loader caps them otherwise.
+    image_processor = Qwen2VLImageProcessorPil(min_pixels=4 * 28 * 28, max_pixels=16 * 28 * 28)
+    return model, (image_processor, QWEN2_VL_TEMPLATE)
 
 
 # --- A tiny CLIP for curation (joint image + text embeddings) -------------------------------

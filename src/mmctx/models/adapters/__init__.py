@@ -35,6 +35,12 @@ class Adapter:
     def named_by(self, model_id: str) -> bool:
         return any(re.search(pattern, model_id, re.IGNORECASE) for pattern in self.aliases)
 
+    def load_processor(self, model: str, kwargs: dict[str, Any]):
+        """The processor of checkpoint ``model``; ``kwargs`` carry revision and remote-code trust."""
+        from transformers import AutoProcessor
+
+        return AutoProcessor.from_pretrained(model, **self.processor_kwargs, **kwargs)
+
     def render(self, processor, messages: list[dict], generation_prompt: bool) -> str:
         """The prompt text for ``messages`` (HF chat format, images as ``{"type": "image"}``)."""
         return processor.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=False)
