@@ -11,6 +11,8 @@ ranked on the values as printed (4 decimals, dense ranking with ties; `mmctx.rep
 Markdown writes them as ``**0.2847**`` and ``<u>0.2710</u>`` (GitHub renders ``<u>``); LaTeX as
 ``\\textbf{}`` and ``\\underline{}``. CSVs hold unrounded floats and no marks, so they parse back.
 A missing cell (a model without that dataset) prints as ``–`` (``--`` in LaTeX) and is blank in CSV.
+Model, dataset, level and outcome names are escaped for the format (`markdown_text` in Markdown,
+`mmctx.report.latex.escape` in LaTeX), so they print as text and never split a row.
 
 Under Table 3 a note lists every non-scored outcome per model ("context_overflow: Financial
 Report ROE 206"), because such samples count as 0 and a 0.0000 must be explained, and the ROE
@@ -25,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from mmctx.data.clbench.suite import LEVEL_ORDER
+from mmctx.report.escaping import markdown_text as md
 from mmctx.report.latex import _body, escape, rank_marks
 from mmctx.report.paper_figures import capability_heatmap
 from mmctx.score.evaluators.base import OUTCOMES
@@ -105,7 +108,7 @@ def _md_cell(value: float, mark: str) -> str:
 def _md_rows(models: Sequence[str], grid: Sequence[Sequence[float]]) -> list[str]:
     marks = [rank_marks(col, DECIMALS) for col in grid]
     return [
-        "| " + " | ".join([m] + [_md_cell(col[i], mk[i]) for col, mk in zip(grid, marks)]) + " |"
+        "| " + " | ".join([md(m)] + [_md_cell(col[i], mk[i]) for col, mk in zip(grid, marks)]) + " |"
         for i, m in enumerate(models)
     ]
 
@@ -133,7 +136,7 @@ def _tex(text: str) -> str:
 
 def table2_markdown(runs: Runs) -> str:
     columns = _table2_columns(runs)
-    lines = ["| " + " | ".join(["Model"] + columns) + " |", "|" + "---|" * (len(columns) + 1)]
+    lines = ["| " + " | ".join(["Model"] + [md(c) for c in columns]) + " |", "|" + "---|" * (len(columns) + 1)]
     lines += _md_rows(list(runs), _grid(runs, columns, _table2_value))
     note = "Level and overall scores are sample-weighted (every sample counts once, non-scored ones as 0)."
     return "\n".join(lines) + f"\n\n{note}\n"
@@ -207,16 +210,16 @@ def _notes_text(runs: Runs) -> str:
     if not notes:
         return "All samples were scored."
     return "Non-scored samples count as 0 (outcome: dataset count); ROE error over scored samples.\n" + "\n".join(
-        f"- {line}" for line in notes
+        f"- {md(line)}" for line in notes
     )
 
 
 def table3_markdown(runs: Runs) -> str:
     groups = table3_columns(runs)
     datasets = [d for _, ds in groups for d in ds]
-    head = ["Model"] + [f"{d} ({g})" for g, ds in groups for d in ds]
+    head = ["Model"] + [md(f"{d} ({g})") for g, ds in groups for d in ds]
     lines = [
-        "Columns by level: " + "; ".join(f"{g}: {', '.join(ds)}" for g, ds in groups) + "\n",
+        "Columns by level: " + "; ".join(f"{md(g)}: {', '.join(md(d) for d in ds)}" for g, ds in groups) + "\n",
         "| " + " | ".join(head) + " |",
         "|" + "---|" * len(head),
     ]

@@ -15,6 +15,7 @@ Empty cells print as ``--``. Needs ``\\usepackage{booktabs}`` and ``\\usepackage
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 from mmctx.report.summary import TABLE1_COLUMNS, ModelCells, ordered_settings, table1_values
@@ -36,7 +37,12 @@ _SPECIAL = {
     "}": r"\}",
     "~": r"\textasciitilde{}",
     "^": r"\textasciicircum{}",
+    # not special to LaTeX, but OT1-encoded fonts print them as other glyphs (¡, ¿, —)
+    "<": r"\textless{}",
+    ">": r"\textgreater{}",
+    "|": r"\textbar{}",
 }
+_BREAKS = re.compile(r"[\n\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]+")
 
 CAPTIONS = {
     "generate": "Accuracy on the benchmark with 0, 4 and 8 shots: Random (R), Similar (S) and Similar with CoT (S+C).",
@@ -45,8 +51,9 @@ CAPTIONS = {
 
 
 def escape(text: str) -> str:
-    """Escape LaTeX's special characters in free text such as model names."""
-    return "".join(_SPECIAL.get(ch, ch) for ch in text)
+    """Free text such as a model or task name as LaTeX that prints it: the special characters
+    escaped, and line breaks (a blank line would end the paragraph, inside a table an error) as spaces."""
+    return "".join(_SPECIAL.get(ch, ch) for ch in _BREAKS.sub(" ", str(text)))
 
 
 def rank_marks(values: Sequence[float], decimals: int = 1) -> list[str]:
@@ -100,7 +107,7 @@ def _block(shots: int, settings: list[str], runs: Sequence[ModelCells], scorer: 
         groups = [rf"\multicolumn{{{width}}}{{c}}{{{escape(TASK_HEADERS.get(t, t))}}}" for t in tasks]
         rules = [rf"\cmidrule(lr){{{2 + i * width}-{1 + (i + 1) * width}}}" for i in range(len(tasks))]
         lines += [" & ".join([""] + groups) + r" \\", " ".join(rules)]
-        lines.append(" & ".join(["Model"] + [_short(Setting.parse(s)) for _, s in columns]) + r" \\")
+        lines.append(" & ".join(["Model"] + [escape(_short(Setting.parse(s))) for _, s in columns]) + r" \\")
     else:
         lines.append(" & ".join(["Model"] + [escape(TASK_HEADERS.get(t, t)) for t in tasks]) + r" \\")
     lines.append(r"\midrule")

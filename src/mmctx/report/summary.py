@@ -7,7 +7,9 @@
 - Uncertainty and difficulty summaries (paper C.1 and C.2).
 
 `write_report` writes all of it into one folder: ``report.md`` plus CSVs, optionally LaTeX
-(`report.latex`) and figures (`report.paper_figures`).
+(`report.latex`) and figures (`report.paper_figures`). Every name in the Markdown (model, task,
+setting, scorer) is written with `markdown_text`: it renders as text, and a ``|`` in it never
+splits a table row. The CSVs hold the names as they are.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mmctx.report.escaping import markdown_text as md
 from mmctx.run.settings import Setting
 from mmctx.score import stats
 from mmctx.score.results import AVERAGE, CellMetrics, SampleResult, score_run, summarize
@@ -96,7 +99,7 @@ def table1_values(runs: Sequence[ModelCells], scorer: str = "generate") -> list[
 
 def table1_markdown(runs: Sequence[ModelCells], scorer: str = "generate") -> str:
     head = ["Model"] + [h for h, _ in TABLE1_COLUMNS]
-    rows = [[model] + [_pct(v, 2) for v in values] for model, values in table1_values(runs, scorer)]
+    rows = [[md(model)] + [_pct(v, 2) for v in values] for model, values in table1_values(runs, scorer)]
     return _md_table(head, rows)
 
 
@@ -142,14 +145,14 @@ def comparison_markdown(rows: Sequence[stats.ComparisonRow]) -> str:
         r = row.result
         delta = "–" if math.isnan(r.difference) else f"{r.difference * 100:+.1f}{r.mark}"
         ci = "–" if math.isnan(r.ci_low) else f"[{r.ci_low * 100:+.1f}, {r.ci_high * 100:+.1f}]"
-        label = row.question if row.task == AVERAGE else f"{row.question} · {row.task}"
+        label = md(row.question if row.task == AVERAGE else f"{row.question} · {row.task}")
         body.append(
             [
-                row.model,
-                row.scorer,
+                md(row.model),
+                md(row.scorer),
                 label,
-                f"{r.baseline} {_pct(r.baseline_accuracy)}",
-                f"{r.treatment} {_pct(r.treatment_accuracy)}",
+                f"{md(r.baseline)} {_pct(r.baseline_accuracy)}",
+                f"{md(r.treatment)} {_pct(r.treatment_accuracy)}",
                 delta,
                 ci,
                 str(r.n),
@@ -248,8 +251,8 @@ def uncertainty_markdown(rows: Sequence[dict]) -> str:
     head = ["Model", "Setting", "n correct", "mean p (correct)", "n incorrect", "mean p (incorrect)", "ECE", "Brier"]
     body = [
         [
-            r["model"],
-            r["setting"],
+            md(r["model"]),
+            md(r["setting"]),
             str(r["n_correct"]),
             _num(r["mean_p_correct"]),
             str(r["n_incorrect"]),
@@ -290,8 +293,8 @@ def difficulty_markdown(counts: Sequence[stats.DifficultyCounts]) -> str:
     for scorer in dict.fromkeys(d.scorer for d in counts):
         mine = [d for d in counts if d.scorer == scorer]
         head = ["Setting"] + list(mine[0].labels) + ["Items", "Unscored"]
-        body = [[d.setting] + [str(n) for n in d.counts] + [str(d.n_items), str(d.unscored)] for d in mine]
-        out.append(f"{scorer} — items by number of models (of {mine[0].n_models}) answering correctly:\n\n")
+        body = [[md(d.setting)] + [str(n) for n in d.counts] + [str(d.n_items), str(d.unscored)] for d in mine]
+        out.append(f"{md(scorer)} — items by number of models (of {mine[0].n_models}) answering correctly:\n\n")
         out.append(_md_table(head, body) + "\n")
     return "".join(out)
 
@@ -360,7 +363,7 @@ def write_report_results(
     paths.append(_write_csv(out / "reliability.csv", reliability_rows(unc)))
     paths.append(_write_csv(out / "difficulty.csv", difficulty_rows(diff)))
 
-    sections = ["# mmctx report\n", f"Models: {', '.join(names)}\n"]
+    sections = ["# mmctx report\n", f"Models: {', '.join(md(n) for n in names)}\n"]
     for scorer in ("generate", "ppl"):
         if scorer in scorers:
             sections.append(f"## Table 1 columns ({scorer}: Avg. accuracy, %)\n\n" + table1_markdown(cells, scorer))
@@ -383,7 +386,8 @@ def write_report_results(
         paths.append(_write_csv(out / "order_sensitivity.csv", rows))
         head = "| model | setting | scorer | orders | n | accuracy per order (%) | spread | std | agreement (%) |"
         lines = [head, "|" + "---|" * 9] + [
-            f"| {r['model']} | {r['setting']} | {r['scorer']} | {r['orders']} | {r['n']} | {r['accuracies']} | "
+            f"| {md(r['model'])} | {md(r['setting'])} | {md(r['scorer'])} | {r['orders']} | {r['n']} | "
+            f"{r['accuracies']} | "
             f"{r['spread']} | {r['std']} | {r['agreement']} |"
             for r in rows
         ]

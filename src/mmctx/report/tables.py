@@ -3,7 +3,8 @@
 Layout: one block per shot count; rows are models; columns are tasks, each split into the
 demo settings present (R = random, S = similar, S+C = similar with CoT), then the average.
 Generation blocks carry a second row per model with the unparsed rate, because an answer
-the rules could not read is its own outcome, not a wrong answer in disguise.
+the rules could not read is its own outcome, not a wrong answer in disguise. Model, task and
+setting names are written with `markdown_text`, so they render as text whatever they hold.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import math
 from dataclasses import asdict
 from pathlib import Path
 
+from mmctx.report.escaping import markdown_text as md
 from mmctx.run.settings import Setting
 from mmctx.schema import TASKS
 from mmctx.score.results import AVERAGE, CellMetrics
@@ -54,7 +56,7 @@ def markdown_tables(runs: list[tuple[str, list[CellMetrics]]]) -> str:
         for shots in sorted({s.shots for s in settings}):
             out.append(_block(shots, [s for s in settings if s.shots == shots], mine, runs, scorer))
     notes = [
-        f"- {model}: {c.task} / {c.setting} / {c.scorer}: {c.errors} error(s), {c.missing} missing"
+        f"- {md(model)}: {md(c.task)} / {md(c.setting)} / {md(c.scorer)}: {c.errors} error(s), {c.missing} missing"
         for model, c in cells
         if c.task != AVERAGE and (c.errors or c.missing)
     ]
@@ -69,16 +71,17 @@ def _block(shots: int, settings: list[Setting], cells, runs, scorer: str) -> str
     columns = [(t, s) for t in tasks + [AVERAGE] for s in settings]
     title = "Zero-shot" if shots == 0 else f"{shots}-shot"
     head = ["Model"] + [
-        f"{TASK_HEADERS.get(t, t)} {_short(s)}" if len(settings) > 1 else TASK_HEADERS.get(t, t) for t, s in columns
+        md(f"{TASK_HEADERS.get(t, t)} {_short(s)}" if len(settings) > 1 else TASK_HEADERS.get(t, t))
+        for t, s in columns
     ]
     lines = [f"### {title}\n", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     index = {(m, c.task, c.setting): c for m, c in cells}
     for model, _ in runs:
         acc = [_fmt(getattr(index.get((model, t, s.name)), "accuracy", math.nan)) for t, s in columns]
-        lines.append("| " + " | ".join([model] + acc) + " |")
+        lines.append("| " + " | ".join([md(model)] + acc) + " |")
         if scorer == "generate":
             unparsed = [_fmt(getattr(index.get((model, t, s.name)), "unparsed_rate", math.nan)) for t, s in columns]
-            lines.append("| " + " | ".join([f"{model} · unparsed %"] + unparsed) + " |")
+            lines.append("| " + " | ".join([f"{md(model)} · unparsed %"] + unparsed) + " |")
     return "\n".join(lines) + "\n"
 
 
