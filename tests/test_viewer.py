@@ -14,7 +14,6 @@ driven by Selenium with both paths given, so no tool ever downloads a browser or
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import json
 import os
 import re
@@ -25,6 +24,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from mmctx.report.viewer import CSP, build_site, json_for_html, markdown_to_html, split_prompt
 from tests.fixtures.browser import _console_errors, _images_loaded, _open, browser  # noqa: F401  (the fixture)
@@ -149,7 +149,11 @@ def site(tmp_path_factory) -> dict:
     out = root / "site"
     text = (out / "samples.html").read_text(encoding="utf-8")
     block = re.search(r'<script type="application/json" id="mmctx-data">(.*?)</script>', text, re.DOTALL).group(1)
-    return {"out": out, "index": Path(built["index"]), "data": json.loads(block), "ids": built["ids"]}
+    requests = [json.loads(line) for line in (root / "run-a" / "requests.jsonl").read_text().split("\n") if line]
+    parts = [p for r in requests for m in r["prompt"] for p in m["content"]]
+    sources = {p["sha256"]: p["path"] for p in parts if p["type"] == "image"}  # the images the run was given
+    return {"out": out, "index": Path(built["index"]), "data": json.loads(block), "ids": built["ids"],
+            "sources": sources}  # fmt: skip
 
 
 def test_site_files_are_self_contained_and_escaped(site):
@@ -157,11 +161,13 @@ def test_site_files_are_self_contained_and_escaped(site):
     assert site["index"] == out / "index.html"
     assert len(data["runs"]) == 2 and data["runs"][1]["name"] == HOSTILE_MODEL
     assert data["runs"][0]["source"] == "store" and data["runs"][1]["source"] == "results.jsonl"
-    # every image once, named by the hash of its bytes, and every prompt image present
+    # every image once, named by the hash of the run's image file, re-encoded, and every prompt image present
     srcs = set(data["images"].values())
     assert None not in srcs and srcs == {f"images/{p.name}" for p in (out / "images").iterdir()}
-    for p in (out / "images").iterdir():
-        assert p.stem == hashlib.sha256(p.read_bytes()).hexdigest()
+    for sha, src in data["images"].items():
+        assert src == f"images/{sha}.png"  # shapes-world images are PNGs: decoded and written afresh, lossless
+        with Image.open(out / src) as shown, Image.open(site["sources"][sha]) as original:
+            assert shown.format == "PNG" and shown.convert("RGB").tobytes() == original.convert("RGB").tobytes()
     similar = [data["prompts"][s["prompt"]] for s in data["samples"] if s["setting"] == "4-similar"]
     assert similar and all(len(p["demos"]) == 4 and len(p["query"]["images"]) == 1 for p in similar)
     for page in ("index.html", "samples.html"):

@@ -5,8 +5,8 @@
       samples.html      per-sample browser: filters, prompt with its images, response,
                         extracted answer and rule, option log-likelihoods, side-by-side view
       assets/           viewer.css, viewer.js (no inline script or style: see the CSP below)
-      images/           every image a prompt shows, as <sha256>.<ext>, each once
-      figures/          copies of the figures given
+      images/           every image a prompt shows, as <sha256>.png or .jpg, each once
+      figures/          the figures given, re-encoded (and their PDFs where those are plain)
 
 The site opens from disk (``file://``) and loads nothing from anywhere else. Everything in
 it that came from a run — model text above all, but also questions, options, rule names,
@@ -16,6 +16,13 @@ with `html.escape`, and the per-sample data travels as JSON inside a
 no string can close the block), which the page reads with ``JSON.parse`` and renders with
 ``textContent`` only. A Content-Security-Policy meta tag forbids inline scripts and event
 handlers, and every remote load.
+
+Images are pixels only: every image and figure is decoded by Pillow and written afresh as a PNG
+(a JPEG as a JPEG), so no file the site holds can be opened as a document that runs script. An
+SVG is refused (Pillow cannot draw it, and opened in a tab of its own its script would run), as
+is an HTML or XML file named like an image; each refusal is listed on the summary page and the
+prompt shows a placeholder. A file whose resolved path lies outside the benchmark and run
+folders (or the suite folder) is never copied, whatever link leads to it.
 
 Results come from the run's response store, scored afresh with `score_run` (as
 ``mmctx report`` does, so the page never shows an older extractor's reading); a run folder
@@ -34,10 +41,10 @@ from __future__ import annotations
 
 import hashlib
 import html
+import io
 import json
 import math
 import re
-import shutil
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
@@ -45,6 +52,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from mmctx.jsonl import JsonlError, iter_jsonl
+from mmctx.report.escaping import markdown_plain
 from mmctx.report.tables import markdown_tables
 from mmctx.run.files import MANIFEST, REQUESTS, RESULTS, STORE
 from mmctx.score.extract.prepare import _THINK_BLOCK, THINK_CLOSE, THINK_OPEN
@@ -55,7 +64,7 @@ CSP = (
     "object-src 'none'; base-uri 'none'; form-action 'none'"
 )
 ASSET_FILES = ("viewer.css", "viewer.js")
-IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".svg"}
+# Figures looked for in ``--figures``; an SVG among them is refused and named (`reencode_image`).
 FIGURE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".gif", ".webp", ".svg"}
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
@@ -139,13 +148,18 @@ def _load_results(run_dir: Path, requests: list[dict]) -> tuple[list[SampleResul
         raise ViewerError(f"{run_dir}: neither {STORE} nor {RESULTS} to read results from")
     known = {f.name for f in fields(SampleResult)}
     by_id: dict[str, SampleResult] = {}
-    with open(run_dir / RESULTS, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                row = {k: v for k, v in json.loads(line).items() if k in known}
-                for k in ("loglikelihoods", "token_counts", "probs"):
-                    row[k] = tuple(row.get(k) or ())
+    path = run_dir / RESULTS
+    try:
+        for number, record in iter_jsonl(path):
+            row = {k: v for k, v in record.items() if k in known}
+            for k in ("loglikelihoods", "token_counts", "probs"):
+                row[k] = tuple(row.get(k) or ())
+            try:
                 by_id[row["request_id"]] = SampleResult(**row)
+            except (KeyError, TypeError) as exc:
+                raise ViewerError(f"{path}:{number}: not a scored result ({exc})") from None
+    except JsonlError as exc:
+        raise ViewerError(str(exc)) from None
     return [by_id.get(r["id"]) or _missing(r) for r in requests], RESULTS
 
 
@@ -175,9 +189,72 @@ def name_runs(runs: list[Any]) -> None:
 # ----------------------------------------------------------------------------- images
 
 
+class ImageRefused(ValueError):
+    """A file the site will not serve as an image (the message says why)."""
+
+
+# What Pillow may decode here: raster formats only. SVG is not among them (Pillow cannot read
+# it, and it may carry script), nor formats whose decoders run other programs (EPS: Ghostscript).
+DECODABLE = ("PNG", "JPEG", "MPO", "GIF", "WEBP", "BMP", "TIFF")
+_PNG_MODES = {"1", "L", "LA", "P", "RGB", "RGBA", "I", "I;16"}
+
+
+def reencode_image(data: bytes) -> tuple[bytes, str]:
+    """``(bytes, ".png" | ".jpg")``: the image decoded by Pillow and written afresh, the only way
+    an image reaches the site, so nothing but pixels survives (no script, no markup, no metadata).
+
+    A JPEG is written again as a JPEG (quality 95, to keep the site small); everything else as a
+    lossless PNG. An animation keeps its first frame, as a model given the file through Pillow
+    sees it. Raises `ImageRefused` for anything Pillow cannot decode as one of `DECODABLE` (SVG,
+    HTML, a truncated file, a decompression bomb).
+    """
+    from PIL import Image
+
+    if data.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] == b"<":
+        raise ImageRefused("markup (SVG, HTML or XML), not a raster image; SVG is not shown, as it can carry script")
+    try:
+        with Image.open(io.BytesIO(data), formats=DECODABLE) as image:
+            image.load()
+            fmt = image.format
+            if fmt in ("JPEG", "MPO") and image.mode in ("L", "RGB", "CMYK"):
+                out, ext = image.convert("RGB") if image.mode == "CMYK" else image, ".jpg"
+                save: dict[str, Any] = {"format": "JPEG", "quality": 95}
+            else:
+                out, ext = image, ".png"
+                if out.mode not in _PNG_MODES:
+                    out = out.convert("RGBA" if "A" in out.getbands() else "RGB")
+                save = {"format": "PNG"}
+            buffer = io.BytesIO()
+            out.save(buffer, **save)
+    except ImageRefused:
+        raise
+    except Exception as exc:  # Pillow raises OSError, ValueError, SyntaxError, DecompressionBombError …
+        raise ImageRefused(f"not a raster image Pillow can decode ({type(exc).__name__}: {str(exc)[:200]})") from None
+    return buffer.getvalue(), ext
+
+
+def resolved_inside(path: Path, roots: Iterable[Path]) -> Path | None:
+    """``path`` with every link resolved, if that lies inside one of ``roots`` (resolved too); else None.
+
+    The site copies a file only through this: a symlink in a benchmark pointing elsewhere on the
+    machine (``/etc/…``, a home folder) must not carry that file into a site meant to be shared.
+    """
+    resolved = Path(path).resolve()
+    for root in roots:
+        if resolved.is_relative_to(Path(root).resolve()):
+            return resolved
+    return None
+
+
 @dataclass
 class ImageCopier:
-    """Copies each image once, as ``images/<sha256>.<ext>``, after checking its hash."""
+    """Copies each image once, as ``images/<sha256>.png`` or ``.jpg`` (the hash is that of the
+    run's image file), after checking its hash, re-encoded by `reencode_image`.
+
+    A file is copied only if its resolved path lies inside the roots it is looked up in (the
+    benchmark and the run folder, or the suite); anything else, and anything that is not a raster
+    image, becomes a problem listed on the summary page and a placeholder in the prompt.
+    """
 
     out: Path
     copied: dict[str, str | None] = field(default_factory=dict)  # sha256 → site-relative src, or None
@@ -197,17 +274,24 @@ class ImageCopier:
             if not source.is_file():
                 self.problems.append(f"image {rel[:200]!r}: not found in {root}")
                 return ""
-            self.hashed[source] = hashlib.sha256(source.read_bytes()).hexdigest()
+            inside = resolved_inside(source, [root])
+            if inside is None:
+                outside = f"a link to {source.resolve()}, outside the suite folder {root}"
+                self.problems.append(f"image {rel[:200]!r}: {outside}")
+                return ""
+            self.hashed[source] = hashlib.sha256(inside.read_bytes()).hexdigest()
         sha = self.hashed[source]
-        return sha if self.add(sha, str(source)) else ""
+        return sha if self.add(sha, str(source), [root], where="the suite folder") else ""
 
-    def add(self, sha256: str, path: str | None, roots: Iterable[Path] = ()) -> str | None:
+    def add(
+        self, sha256: str, path: str | None, roots: Iterable[Path] = (), where: str = "the benchmark and run folders"
+    ) -> str | None:
         if sha256 in self.copied:
             return self.copied[sha256]
-        self.copied[sha256] = src = self._copy(sha256, path, list(roots))
+        self.copied[sha256] = src = self._copy(sha256, path, list(roots), where)
         return src
 
-    def _copy(self, sha256: str, path: str | None, roots: list[Path]) -> str | None:
+    def _copy(self, sha256: str, path: str | None, roots: list[Path], where: str) -> str | None:
         if not _SHA256.fullmatch(sha256):
             self.problems.append(f"image with a malformed hash {sha256[:80]!r}")
             return None
@@ -215,16 +299,24 @@ class ImageCopier:
         if source is None:
             self.problems.append(f"image {sha256[:12]}: not found at {path!r}")
             return None
-        data = source.read_bytes()
+        inside = resolved_inside(source, roots)
+        if inside is None:
+            self.problems.append(f"image {sha256[:12]}: {source} resolves to {source.resolve()}, outside {where}")
+            return None
+        data = inside.read_bytes()
         if hashlib.sha256(data).hexdigest() != sha256:
             self.problems.append(f"image {sha256[:12]}: {source} has changed since the run")
             return None
-        ext = source.suffix.lower() if source.suffix.lower() in IMAGE_EXTENSIONS else ".img"
+        try:
+            encoded, ext = reencode_image(data)
+        except ImageRefused as exc:
+            self.problems.append(f"image {sha256[:12]}: {source} is {exc}")
+            return None
         name = f"{sha256}{ext}"
         self.out.mkdir(parents=True, exist_ok=True)
         target = self.out / name
         if not target.exists():
-            target.write_bytes(data)
+            target.write_bytes(encoded)
         return f"images/{name}"
 
 
@@ -454,15 +546,14 @@ class ContextRun:
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
-    from mmctx.score.levels import read_jsonl
-
+    rows = []
     try:
-        rows = read_jsonl(path)
-    except ValueError as exc:
+        for number, row in iter_jsonl(path):
+            if not isinstance(row.get("id"), str):
+                raise ViewerError(f"{path}:{number}: no string 'id'")
+            rows.append(row)
+    except JsonlError as exc:
         raise ViewerError(str(exc)) from None
-    for number, row in enumerate(rows, 1):
-        if not isinstance(row, dict) or not isinstance(row.get("id"), str):
-            raise ViewerError(f"{path}: row {number} is not an object with a string 'id'")
     return rows
 
 
@@ -635,8 +726,7 @@ def context_tables(runs: list[ContextRun]) -> str:
     scores = {}
     for run in runs:
         try:
-            # a "|" in a model name would split its table row: shown as a broken bar instead
-            scores[run.name.replace("|", "¦")] = aggregate(run.rows, model=run.name)
+            scores[run.name] = aggregate(run.rows, model=run.name)
         except ValueError as exc:
             raise ViewerError(f"{run.path}: {exc}") from None
     return (
@@ -701,7 +791,11 @@ def _page(title: str, active: str, body: str, scripts: str = "") -> str:
 
 
 def markdown_to_html(markdown: str) -> str:
-    """The Markdown `markdown_tables` writes (headings, pipe tables, lists, paragraphs), escaped."""
+    """The Markdown `markdown_tables` writes (headings, pipe tables, lists, paragraphs), escaped.
+
+    Names in that Markdown are written with `markdown_text`; each piece of text is read back with
+    `markdown_plain` and then HTML-escaped, so a name shows as exactly itself.
+    """
     out: list[str] = []
     lines = markdown.splitlines()
     i = 0
@@ -711,7 +805,7 @@ def markdown_to_html(markdown: str) -> str:
             i += 1
         elif line.startswith("#"):
             level = min(len(line) - len(line.lstrip("#")), 6)
-            out.append(f"<h{level}>{_e(line[level:].strip())}</h{level}>")
+            out.append(f"<h{level}>{_md(line[level:].strip())}</h{level}>")
             i += 1
         elif line.startswith("|"):
             block = []
@@ -722,17 +816,30 @@ def markdown_to_html(markdown: str) -> str:
         elif line.startswith("- "):
             items = []
             while i < len(lines) and lines[i].strip().startswith("- "):
-                items.append(f"<li>{_e(lines[i].strip()[2:])}</li>")
+                items.append(f"<li>{_md(lines[i].strip()[2:])}</li>")
                 i += 1
             out.append("<ul>" + "".join(items) + "</ul>")
         else:
-            out.append(f"<p>{_e(line)}</p>")
+            out.append(f"<p>{_md(line)}</p>")
             i += 1
     return "\n".join(out)
 
 
 def _cells(row: str) -> list[str]:
-    return [c.strip() for c in row.strip().strip("|").split("|")]
+    """A pipe-table row's cells, split at the pipes that are not backslash-escaped."""
+    row = row.strip()
+    cells, cell, last_pipe = [], "", False
+    for token in re.findall(r"\\.|\||[^\\|]+|\\", row):
+        last_pipe = token == "|"
+        if last_pipe:
+            cells.append(cell.strip())
+            cell = ""
+        else:
+            cell += token
+    cells.append(cell.strip())
+    if row.startswith("|"):
+        cells = cells[1:]
+    return cells[:-1] if last_pipe else cells
 
 
 def _table(rows: list[str]) -> str:
@@ -742,11 +849,11 @@ def _table(rows: list[str]) -> str:
         head, body = [], rows
     parts = ['<div class="table-wrap"><table class="metrics">']
     if head:
-        parts.append("<thead><tr>" + "".join(f"<th>{_e(c)}</th>" for c in head) + "</tr></thead>")
+        parts.append("<thead><tr>" + "".join(f"<th>{_md(c)}</th>" for c in head) + "</tr></thead>")
     parts.append("<tbody>")
     for row in body:
         cells = _cells(row)
-        sub = ' class="sub"' if cells and cells[0].endswith("unparsed %") else ""
+        sub = ' class="sub"' if cells and cells[0].endswith(" · unparsed %") else ""
         tds = "".join(_td(c, numeric=j > 0) for j, c in enumerate(cells))
         parts.append(f"<tr{sub}>{tds}</tr>")
     parts.append("</tbody></table></div>")
@@ -767,7 +874,12 @@ def _td(cell: str, numeric: bool) -> str:
                 return f'<td class="num {mark}">{_e(found.group(1))}</td>'
         if _NUMBER.fullmatch(cell):
             return f'<td class="num">{_e(cell)}</td>'
-    return f"<td>{_e(cell)}</td>"
+    return f"<td>{_md(cell)}</td>"
+
+
+def _md(markdown: str) -> str:
+    """Markdown text (no markup but escapes) as escaped HTML."""
+    return _e(markdown_plain(markdown))
 
 
 def _html_table(head: list[str], rows: list[list[Any]], cls: str) -> str:
@@ -816,27 +928,68 @@ def _runs_table(runs: list[LoadedRun]) -> str:
     return _html_table(head, rows, "metrics runs")
 
 
-def copy_figures(figures_dir: Path | None, out: Path) -> list[tuple[str, str, str | None]]:
-    """Figures (``src``, caption, PDF ``href`` if one sits beside) copied into ``out/figures``."""
+def copy_figures(
+    figures_dir: Path | None, out: Path, problems: list[str] | None = None
+) -> list[tuple[str, str, str | None]]:
+    """Figures (``src``, caption, PDF ``href`` if one sits beside) copied into ``out/figures``.
+
+    Each figure is re-encoded (`reencode_image`); an SVG or anything else that is not a raster is
+    left out and named in ``problems``, as is a file whose resolved path leaves ``figures_dir``.
+    A PDF beside a figure is copied as it is only when `plain_pdf` finds nothing in it that acts
+    (script, actions, attachments).
+    """
     if figures_dir is None or not Path(figures_dir).is_dir():
         return []
+    problems = [] if problems is None else problems
     figures_dir = Path(figures_dir)
     found = sorted(p for p in figures_dir.rglob("*") if p.is_file() and p.suffix.lower() in FIGURE_EXTENSIONS)
     target = out / "figures"
     shown = []
     for i, path in enumerate(found):
         rel = path.relative_to(figures_dir).as_posix()
-        safe = f"{i:03d}-{re.sub(r'[^A-Za-z0-9._-]+', '_', path.name)}"
+        inside = resolved_inside(path, [figures_dir])
+        if inside is None:
+            problems.append(f"figure {rel!r}: a link to {path.resolve()}, outside {figures_dir}")
+            continue
+        try:
+            encoded, ext = reencode_image(inside.read_bytes())
+        except ImageRefused as exc:
+            problems.append(f"figure {rel!r} is {exc}")
+            continue
+        stem = f"{i:03d}-{re.sub(r'[^A-Za-z0-9._-]+', '_', path.stem)}"
         target.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target / safe)
+        (target / f"{stem}{ext}").write_bytes(encoded)
         pdf_href = None
         pdf = path.with_suffix(".pdf")
         if pdf.is_file():
-            pdf_name = Path(safe).with_suffix(".pdf").name
-            shutil.copyfile(pdf, target / pdf_name)
-            pdf_href = f"figures/{pdf_name}"
-        shown.append((f"figures/{safe}", rel, pdf_href))
+            pdf_inside = resolved_inside(pdf, [figures_dir])
+            data = pdf_inside.read_bytes() if pdf_inside is not None else b""
+            if pdf_inside is not None and plain_pdf(data):
+                (target / f"{stem}.pdf").write_bytes(data)
+                pdf_href = f"figures/{stem}.pdf"
+            else:
+                problems.append(f"figure {rel!r}: its PDF is not linked (outside {figures_dir}, or not a plain PDF)")
+        shown.append((f"figures/{stem}{ext}", rel, pdf_href))
     return shown
+
+
+# PDF names that make a document act when opened or clicked (script, actions, attachments, forms),
+# and object streams, inside which such names could hide compressed.
+_PDF_ACTIVE = re.compile(
+    rb"/(JavaScript|JS|OpenAction|AA|Launch|SubmitForm|ImportData|GoToE|GoToR|EmbeddedFiles?|RichMedia|XFA|ObjStm)"
+    rb"(?![A-Za-z0-9])"
+)
+_PDF_STREAM = re.compile(rb"stream\r?\n.*?endstream", re.DOTALL)
+_PDF_HEX_NAME = re.compile(rb"/[^\s/<>\[\]()%{}]*#[0-9A-Fa-f]{2}")  # /J#61vaScript spells /JavaScript
+
+
+def plain_pdf(data: bytes) -> bool:
+    """True for a PDF with no active parts: what matplotlib writes. Stream contents (drawing
+    operators, font programs) are skipped; a name spelled with ``#xx`` escapes counts as active."""
+    if not data.startswith(b"%PDF-"):
+        return False
+    objects = _PDF_STREAM.sub(b"stream endstream", data)
+    return not _PDF_ACTIVE.search(objects) and not _PDF_HEX_NAME.search(objects)
 
 
 def index_html(
@@ -927,7 +1080,7 @@ def build_site(runs: list[Path], out: Path, figures_dir: Path | None = None) -> 
         tables = markdown_tables([(run.name, summarize(run.results)) for run in loaded])
         runs_table, columns, problems_title = _runs_table(loaded), FEWSHOT_COLUMNS, "Images not shown"
     _copy_assets(out)
-    figures = copy_figures(figures_dir, out)
+    figures = copy_figures(figures_dir, out, images.problems)
     index = summary_html(runs_table, tables, figures, images.problems, problems_title)
     (out / "index.html").write_text(index, encoding="utf-8")
     (out / "samples.html").write_text(samples_html(data, columns), encoding="utf-8")
