@@ -21,12 +21,13 @@ def pair(task: str, index: int, correct: str, foil: str, rng: random.Random | No
     choices = [correct, foil]
     if rng is not None:
         rng.shuffle(choices)
-    return Sample(id=f"{task}/{index}", task=task, source="test", format="caption_foil", choices=choices, answer=correct)
+    return Sample(id=f"{task}/{index}", task=task, source="test", format="caption_foil", choices=choices,
+                  answer=correct)
 
 
 def mcqa(task: str, index: int, choices: list[str], answer: int) -> Sample:
-    return Sample(id=f"{task}/{index}", task=task, source="test", format="mcqa", question="Which?",
-                  choices=choices, answer=choices[answer])
+    return Sample(id=f"{task}/{index}", task=task, source="test", format="mcqa", question="Which?", choices=choices,
+                  answer=choices[answer])
 
 
 def sentence(rng: random.Random, lo: int = 3, hi: int = 9) -> str:
