@@ -109,7 +109,7 @@ def run(
     from mmctx.prompts.context import DEFAULT_SYSTEM
     from mmctx.report.clbench_tables import table2_markdown, table3_markdown
     from mmctx.run.context import ContextConfig, run_context
-    from mmctx.run.runner import RunError
+    from mmctx.run.runner import RunError, run_lock
     from mmctx.score.levels import aggregate
 
     try:
@@ -141,18 +141,19 @@ def run(
             options.update({k: v for k, v in (("revision", revision), ("adapter", adapter)) if v is not None})
         if sized_by_plan(model):
             options["max_images"] = max((len(q.context_images) for q in bench.queries), default=0)
-        backend = load_backend(model, **options)
-        stats = run_context(
-            bench,
-            backend,
-            out,
-            config,
-            judge=_role_backend(judge),
-            extractor=_role_backend(extractor),
-            count_tokens=count,
-            show_progress=progress,
-            retry_errors=retry_errors,
-        )
+        with run_lock(out):  # before any model loads: a second process on the folder refuses at once
+            backend = load_backend(model, **options)
+            stats = run_context(
+                bench,
+                backend,
+                out,
+                config,
+                judge=_role_backend(judge),
+                extractor=_role_backend(extractor),
+                count_tokens=count,
+                show_progress=progress,
+                retry_errors=retry_errors,
+            )
     except (RunError, ModelError, ValueError, OSError, RuntimeError, KeyError) as exc:
         _fail(str(exc))
     console.print(

@@ -38,7 +38,7 @@ from mmctx.prompts.context import (
 )
 from mmctx.prompts.messages import Prompt, prompt_fingerprint, render_text
 from mmctx.run.files import MANIFEST, REQUESTS, RESULTS, STORE
-from mmctx.run.runner import RunError, _failure, _guarded, _progress, _write_atomic, open_run_manifest
+from mmctx.run.runner import RunError, _failure, _guarded, _progress, _write_atomic, open_run_manifest, run_lock
 from mmctx.run.store import ResponseStore, backend_secrets
 from mmctx.schema import Benchmark, Sample, validate_sample
 from mmctx.score.evaluators import Evaluator, Verdict, get_evaluator
@@ -197,12 +197,32 @@ def run_context(
     show_progress: bool = True,
     retry_errors: bool = False,
 ) -> ContextStats:
-    """Plan, check, generate (and repair), then score into ``results.jsonl``."""
+    """Plan, check, generate (and repair), then score into ``results.jsonl``.
+
+    The run folder is held throughout (`run_lock`): a second process on it is refused at once.
+    """
+    run_dir = Path(run_dir)
+    with run_lock(run_dir):
+        return _run_context(
+            bench, backend, run_dir, config, judge, extractor, count_tokens, show_progress, retry_errors
+        )
+
+
+def _run_context(
+    bench: Benchmark,
+    backend: Backend,
+    run_dir: Path,
+    config: ContextConfig,
+    judge: Backend | None,
+    extractor: Backend | None,
+    count_tokens: Callable[[str], int] | None,
+    show_progress: bool,
+    retry_errors: bool,
+) -> ContextStats:
     started = time.perf_counter()
     plan = plan_context(bench, config, count_tokens)
     check_judges(plan, judge)
     probe_all(judge, extractor)
-    run_dir = Path(run_dir)
     limit = config.max_new_tokens
     open_run_manifest(run_dir, manifest_for(config, backend, judge, extractor), ("judge", "extractor"))
     lines = [json.dumps(r.record(backend.info, limit), ensure_ascii=False) for r in plan]
@@ -335,10 +355,20 @@ def score_context_run(
     extractor: Backend | None = None,
     out: Path | None = None,
 ) -> list[dict]:
-    """Score the stored responses of a run into ``results.jsonl`` (or ``out``); returns the rows."""
+    """Score the stored responses of a run into ``results.jsonl`` (or ``out``); returns the rows.
+
+    Holds the run folder (`run_lock`): scoring writes the judge store and the manifest.
+    """
+    run_dir = Path(run_dir)
+    with run_lock(run_dir):
+        return _score_context_run(run_dir, bench, judge, extractor, out)
+
+
+def _score_context_run(
+    run_dir: Path, bench: Benchmark, judge: Backend | None, extractor: Backend | None, out: Path | None
+) -> list[dict]:
     from mmctx.score.judging import JudgeRunner
 
-    run_dir = Path(run_dir)
     manifest = json.loads((run_dir / MANIFEST).read_text())
     model = ModelInfo(**manifest["model"])
     by_id = {q.id: q for q in bench.queries}

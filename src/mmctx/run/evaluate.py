@@ -1,8 +1,9 @@
 """One call from a benchmark folder to a scored run folder.
 
 Order matters: the benchmark is validated and every prompt planned *before* the model is
-loaded, so a bad record costs seconds, not a model load; capabilities are checked before the
-first request; each response is committed as it arrives; scoring reads only the run folder.
+loaded, so a bad record costs seconds, not a model load; the run folder is held (`run_lock`)
+before the model loads, so a second process on it refuses at once; capabilities are checked
+before the first request; each response is committed as it arrives; scoring reads only the run folder.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from mmctx.models import load_backend, sized_by_plan
 from mmctx.models.base import Backend
 from mmctx.prompts.presets import get_preset
 from mmctx.run.distributed import RayOptions
-from mmctx.run.plan import GenerationLimits, Shard, plan_requests, take_shard
-from mmctx.run.runner import RunConfig, RunStats, check_capabilities, execute, manifest_for, open_run
+from mmctx.run.plan import GenerationLimits, PlannedRequest, Shard, plan_requests, take_shard
+from mmctx.run.runner import RunConfig, RunStats, check_capabilities, execute, manifest_for, open_run, run_lock
 from mmctx.run.settings import parse_scorers, parse_settings, with_demo_orders
 from mmctx.score.results import CellMetrics, SampleResult, score_run, summarize, write_scores
 
@@ -85,6 +86,27 @@ def evaluate(
         trust_remote_code=trust_remote_code, **extra,
     )  # fmt: skip
     run_dir = Path(run_dir)
+    # Held from before the model loads: a second process on the folder refuses at once.
+    with run_lock(run_dir):
+        stats = _execute(plan, model, backend_kwargs, run_dir, config, batch_size, show_progress, retry_errors,
+                         backend_factory, ray)  # fmt: skip
+        results, cells = rescore(run_dir)
+    return RunOutcome(run_dir, stats, results, cells)
+
+
+def _execute(
+    plan: list[PlannedRequest],
+    model: str,
+    backend_kwargs: dict,
+    run_dir: Path,
+    config: RunConfig,
+    batch_size: int,
+    show_progress: bool,
+    retry_errors: bool,
+    backend_factory: Callable[..., Backend],
+    ray: RayOptions | None,
+) -> RunStats:
+    """Load the backend (or the Ray replicas), open the run folder and send what is not stored."""
     if ray is not None:  # one replica per Ray actor, each loading the backend itself; rows come back here
         from mmctx.run.distributed import execute_distributed
 
@@ -101,8 +123,7 @@ def evaluate(
         )
         usage = getattr(backend, "usage", None)
         stats.usage = usage() if callable(usage) else {}
-    results, cells = rescore(run_dir)
-    return RunOutcome(run_dir, stats, results, cells)
+    return stats
 
 
 def rescore(run_dir: Path) -> tuple[list[SampleResult], list[CellMetrics]]:

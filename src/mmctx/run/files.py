@@ -5,3 +5,4 @@ REQUESTS = "requests.jsonl"
 STORE = "responses.sqlite"
 RESULTS = "results.jsonl"
 SUMMARY = "summary.json"
+LOCK = "run.lock"  # held by the one process working in the folder (see `mmctx.run.runner.run_lock`)

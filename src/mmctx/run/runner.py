@@ -4,18 +4,23 @@
       manifest.json     everything that can change a score (see `RunConfig`)
       requests.jsonl    the plan: one line per request, enough to score without the benchmark
       responses.sqlite  the response store (see `ResponseStore`)
+      run.lock          held by the process working in the folder (see `run_lock`)
 
 A run started again in the same folder checks that its manifest matches, then asks only for
-the requests whose keys are not stored yet.
+the requests whose keys are not stored yet. One process at a time works in a folder: a second
+one started on it refuses at once (`run_lock`).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import platform
+import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -34,7 +39,7 @@ from rich.text import Text
 import mmctx
 from mmctx.jsonl import read_jsonl
 from mmctx.models.base import Backend, GenerateRequest, Generation, ModelInfo, OptionScores, ScoreRequest
-from mmctx.run.files import MANIFEST, REQUESTS, STORE
+from mmctx.run.files import LOCK, MANIFEST, REQUESTS, STORE
 from mmctx.run.plan import GenerationLimits, PlannedRequest
 from mmctx.run.store import ResponseStore, backend_secrets
 from mmctx.score.extract import EXTRACTOR_VERSION
@@ -108,8 +113,69 @@ def _comparable(manifest: dict) -> dict:
     return {"model": manifest["model"], "config": config}
 
 
+_held: dict[Path, int] = {}  # run folders this process holds, and how many nested holds each
+_held_guard = threading.Lock()
+
+
+@contextmanager
+def run_lock(run_dir: str | Path) -> Iterator[None]:
+    """Hold ``run_dir`` for this process while the block runs; creates the folder.
+
+    A second process asking for a folder that is held is refused at once with a `RunError`
+    naming the folder and the holder's pid — it does not wait: a run that waited would only
+    find every response stored by the first, and an evaluation started twice by mistake should
+    say so rather than sit idle. Without the lock two runs on one folder would both pass the
+    manifest check and both compute every request.
+
+    The lock is an ``fcntl.flock`` on ``RUN/run.lock``, which holds the holder's pid; the kernel
+    releases it when the process ends, however it ends (SIGKILL included), so a stale lock
+    never blocks a resume. The file stays behind (removing it would race with a process
+    opening it). Nested holds in one process are allowed (``evaluate`` holds the folder and
+    calls functions that hold it too). ``flock`` is local to one machine: processes on
+    different machines sharing the folder over a network filesystem are not kept apart.
+    """
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    key = run_dir.resolve()
+    with _held_guard:
+        if key in _held:
+            _held[key] += 1
+            fd = None
+        else:
+            fd = _acquire(run_dir)
+            _held[key] = 1
+    try:
+        yield
+    finally:
+        with _held_guard:
+            _held[key] -= 1
+            if not _held[key]:
+                del _held[key]
+        if fd is not None:
+            os.close(fd)  # closing the descriptor releases the lock
+
+
+def _acquire(run_dir: Path) -> int:
+    fd = os.open(run_dir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "unknown"
+        os.close(fd)
+        raise RunError(
+            f"{run_dir} is in use by another mmctx process (pid {holder}); "
+            "wait for it to finish (then run again to resume), or use another --out folder"
+        ) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
 def open_run(run_dir: Path, manifest: dict, plan: list[PlannedRequest], model: ModelInfo) -> None:
-    """Create the run folder, or check that an existing one is the same run."""
+    """Create the run folder, or check that an existing one is the same run (the caller holds `run_lock`)."""
     open_run_manifest(run_dir, manifest)
     lines = [json.dumps(r.record(model), ensure_ascii=False) for r in plan]
     _write_atomic(run_dir / REQUESTS, "\n".join(lines) + "\n")
@@ -303,9 +369,13 @@ def merge_runs(shards: list[Path], out: Path) -> int:
         # A partial merge would score a subset of the items as if it were the whole run.
         raise RunError(f"shards {[f'{i}/{n}' for i in absent]} are missing; merge all {n} shards")
     out = Path(out)
+    with run_lock(out):
+        return _merge_into(shards, manifests, specs, out)
+
+
+def _merge_into(shards: list[Path], manifests: list[dict], specs: list[str], out: Path) -> int:
     if (out / STORE).exists() or (out / MANIFEST).exists():
         raise RunError(f"{out} already holds a run; merge into a new folder")
-    out.mkdir(parents=True, exist_ok=True)
     merged = {**_without_shard(manifests[0]), "merged_from": [str(s) for s in shards], "shards": specs}
     _write_atomic(out / MANIFEST, json.dumps(merged, indent=2) + "\n")
     records: dict[str, dict] = {}
