@@ -9,6 +9,7 @@ every answer type is asked for.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -25,6 +26,7 @@ from mmctx.score.evaluators import judged, numeric, spatial, zerobench  # noqa: 
 from mmctx.score.evaluators.base import get_evaluator
 from mmctx.score.evaluators.mmlongbench import anls, answer_format, float_equal, mmlongbench_score
 from mmctx.score.evaluators.spatial import COURTSI_MRA_SLACK, courtsi_mra
+from mmctx.score.evaluators.text import numbers_in, parse_number
 
 
 def open_sample(subset: str, evaluator: str, answer_type: str, gold, *, question: str = "Q?",
@@ -124,19 +126,25 @@ def roe_sample(value: float = 12.5) -> Sample:
 @pytest.mark.parametrize(
     "final",
     ["ROE: 12%–13%", "ROE: 12.5% or 13%", "ROE: 12.5% - 13%", "ROE: between 12.5% and 13%", "ROE: 12.5% (or 13%)",
-     "ROE: about 12.5%, maybe 13%", "ROE: 12.5%/13%"],
+     "ROE: about 12.5%, maybe 13%", "ROE: 12.5%/13%", "ROE：12.5%（或13%）"],
 )
 def test_roe_hedged_final_is_unparsed_not_its_first_number(final):
     found, _ = run(roe_sample(), f"Margin 7.5%, turnover 0.667, multiplier 2.5.\n{final}")
     assert not found.parsed and found.rule == "hedged"
     assert "one value" in found.issue
-    v = get_evaluator("roe").score(roe_sample(), final.split(":", 1)[1])
+    v = get_evaluator("roe").score(roe_sample(), re.split("[:：]", final, maxsplit=1)[1])
     assert v.outcome == "unparsed" and v.detail["rule"] == "hedged"
+
+
+def test_numbers_glued_to_cjk_text_are_read():
+    assert parse_number("约12.5%") == (12.5, True)  # "about 12.5 %": no space in Chinese
+    assert numbers_in("12.5%（或13%）") == [12.5, 13.0]
+    assert parse_number("A3").value is None  # a Latin letter still glues: part of a word
 
 
 @pytest.mark.parametrize(
     "final",
-    ["ROE: 12.50%", "ROE: 12.5% (0.125)", "ROE = 0.05 × 2.5 = 12.5%", "ROE: 12.5%, i.e. 0.125",
+    ["ROE: 12.50%", "ROE: 约12.5%", "ROE: 12.5% (0.125)", "ROE = 0.05 × 2.5 = 12.5%", "ROE: 12.5%, i.e. 0.125",
      "ROE: 12.5% (up from 11.2% last year)"],
 )
 def test_roe_one_value_in_several_forms_is_not_hedged(final):

@@ -185,7 +185,9 @@ def _round2(x: Decimal) -> Decimal:
 _EQUALS = re.compile(r"=|≈|\\approx")
 _ASIDE = re.compile(r"[(（]([^()（）]*)[)）]")
 # An aside that offers another value rather than commenting on this one: "(or 13%)", "(~13%)".
-_ALTERNATIVE = re.compile(r"^\s*(?:(?:or|to|vs\.?|versus|alternatively|possibly|maybe|perhaps)\b|[~/\-–—])", re.I)
+_ALTERNATIVE = re.compile(
+    r"^\s*(?:(?:or|to|vs\.?|versus|alternatively|possibly|maybe|perhaps)\b|[~/\-–—]|或|至|到|约|大约)", re.I
+)
 HEDGED = "hedged"  # the extraction rule that names a final stating several values
 
 

@@ -185,8 +185,11 @@ _FRACTION = r"(?<!/)(?P<num>\d+)[ \t]*/[ \t]*(?P<den>\d+)(?!\d|[.,]\d|[ \t]*/[ \
 _DECIMAL_COMMA = r"(?P<dcomma>0,\d+)(?!\d|[.,]\d)"  # "0,5": a leading 0 cannot open a grouping
 # a comma between digits that is no valid thousands grouping: "1,5", "1,234,56", "1 234,5"
 _AMBIGUOUS = rf"(?!{_GROUPED})(?P<ambiguous>\d+(?: \d{{3}})*(?:,\d+)+(?:\.\d+)?)"
+# A letter glued before a number makes it part of a word ("A3", "x2"); CJK characters do not, as
+# those scripts write no spaces ("约12.5%" is about 12.5 %, "或13%" is "or 13 %").
+_GLUED = r"(?![\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af])\w"
 _NUMBER = re.compile(
-    rf"(?<![\w.])(?P<sign>[-+]\s?)?"
+    rf"(?<![.])(?<!{_GLUED})(?P<sign>[-+]\s?)?"
     rf"(?:{_FRACTION}|{_DECIMAL_COMMA}|{_AMBIGUOUS}|(?P<mant>{_MANTISSA})(?P<exp>{_EXPONENT})?)"
     rf"(?P<pct>\s*(?:%|percent\b|per cent\b))?",
     re.I,
