@@ -368,3 +368,31 @@ def test_line_separators_in_run_files_lose_no_rows(base_run, tmp_path):
     with open(tmp_path / "report" / "metrics.csv", encoding="utf-8", newline="") as f:
         cells = [row for row in csv.DictReader(f) if row["task"] != AVERAGE]
     assert sum(int(c["n"]) + int(c["errors"]) + int(c["missing"]) for c in cells) == len(requests)
+
+
+def test_figures_are_reencoded_and_only_plain_pdfs_linked(tmp_path):
+    from PIL import Image
+
+    from mmctx.report.paper_figures import capability_heatmap
+    from mmctx.report.viewer import copy_figures, plain_pdf
+
+    figures, outside = tmp_path / "figures", tmp_path / "outside"
+    capability_heatmap({"m": {"A": 0.4, "B": 0.2}}, figures / "heatmap")  # a PNG and a PDF, as reports write
+    assert plain_pdf((figures / "heatmap.pdf").read_bytes())
+    (figures / "drawing.svg").write_text(SVG_WITH_SCRIPT, encoding="utf-8")
+    Image.new("RGB", (20, 20), (0, 0, 0)).save(figures / "acting.png")
+    pdf = (figures / "heatmap.pdf").read_bytes()
+    (figures / "acting.pdf").write_bytes(pdf.replace(b"/Type /Catalog", b"/Type /Catalog /OpenAction 1 0 R", 1))
+    outside.mkdir()
+    Image.new("RGB", (20, 20), (1, 2, 3)).save(outside / "private.png")
+    (figures / "linked.png").symlink_to(outside / "private.png")
+    problems: list[str] = []
+    shown = copy_figures(figures, tmp_path / "site", problems)
+    by_caption = {caption: (src, href) for src, caption, href in shown}
+    assert set(by_caption) == {"acting.png", "heatmap.png"}
+    assert by_caption["heatmap.png"][1] and (tmp_path / "site" / by_caption["heatmap.png"][1]).read_bytes() == pdf
+    assert by_caption["acting.png"][1] is None
+    assert len(problems) == 3 and {"drawing.svg", "linked.png", "acting.png"} == {
+        name for p in problems for name in ("drawing.svg", "linked.png", "acting.png") if name in p
+    }
+    assert sorted(p.suffix for p in (tmp_path / "site" / "figures").iterdir()) == [".pdf", ".png", ".png"]

@@ -137,11 +137,13 @@ def test_site_files_are_self_contained_and_escaped(site):
     assert site["index"] == out / "index.html"
     assert data["kind"] == "context" and [r["name"] for r in data["runs"]] == ["mock-vlm", HOSTILE_MODEL]
     assert len(data["samples"]) == 56 and len(data["items"]) == 28  # one item entry per suite item, shared
-    # context images: each once, named by the hash of its bytes; the removed one is reported, not copied
+    # context images: each once, named by the hash of the suite's file, re-encoded; the removed one is
+    # reported, not copied
     srcs = {v for v in data["images"].values() if v}
     assert srcs == {f"images/{p.name}" for p in (out / "images").iterdir()} and len(srcs) >= 10
+    suite_files = {hashlib.sha256(p.read_bytes()).hexdigest() for p in Path(site["suite"]).rglob("*") if p.is_file()}
     for p in (out / "images").iterdir():
-        assert p.stem == hashlib.sha256(p.read_bytes()).hexdigest()
+        assert p.stem in suite_files and p.suffix in (".png", ".jpg")
     o3 = data["items"][data["samples"][_index_of(data, 0, "toy-o3-1")]["item"]]
     assert o3["blocks"] == [{"kind": "image", "title": "", "path": "images/missing.png", "image": ""}]
     index = (out / "index.html").read_text(encoding="utf-8")
@@ -184,6 +186,26 @@ def test_mixing_few_shot_and_context_runs_is_refused(site, tmp_path):
     result = CliRunner().invoke(app, ["view", site["runs"][0], str(few), "--out", str(out)])
     assert result.exit_code != 0 and "view them separately" in result.output.replace("\n", " ")
     assert not out.exists()
+
+
+def test_line_separators_in_run_files_lose_no_rows(site, tmp_path):
+    """U+2028, U+2029 and U+0085 are legal raw inside JSON strings (runs write them so); a reader
+    splitting on them would cut those rows in two."""
+    breaks = "one\u2028two\u2029three\x85four"
+    run = tmp_path / "run"
+    shutil.copytree(site["runs"][0], run)
+    for name, key in (("results.jsonl", "response"), ("requests.jsonl", "prompt_text")):
+        rows = [json.loads(line) for line in (run / name).read_text(encoding="utf-8").split("\n") if line]
+        for row in rows:
+            row[key] = breaks + str(row.get(key) or "")
+        (run / name).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    assert "\u2028" in (run / "results.jsonl").read_text(encoding="utf-8")
+    build_site([run], tmp_path / "site")
+    text = (tmp_path / "site" / "samples.html").read_text(encoding="utf-8")
+    data = json.loads(re.search(r'<script type="application/json" id="mmctx-data">(.*?)</script>', text, re.S).group(1))
+    assert len(data["samples"]) == len(rows) == len(site["rows"][0])
+    assert all(s["response"].startswith(breaks) for s in data["samples"])
+    assert all(p.startswith(breaks) for p in data["prompts"])
 
 
 # ----------------------------------------------------------------------------- the browser
