@@ -171,3 +171,28 @@ def test_mme_bad_byte_costs_one_question(tmp_path):
     conv = convert("mme", tmp_path)
     assert [(e.where, e.field) for e in conv.errors] == [("line 2", "(encoding)")]
     assert len(conv.samples) == len(before.samples) - 1
+
+
+# -- converters that read tables and JSON lists through the reader ------------------------------------
+
+
+def test_mmbench_bad_byte_rejects_only_its_row(tmp_path):
+    from fixtures.sources_synth_b import write_mmbench
+
+    path = write_mmbench(tmp_path)
+    spoil(path, b"Question 3?")
+    result = source("mmbench")[1](SourceContext(tmp_path))
+    kept = {s.id for s in result.samples}
+    assert "mmbench/physical_relation/3" not in kept and "mmbench/attribute_recognition/0" in kept
+    assert [(e.file, e.field) for e in result.errors if e.field == "(encoding)"] == [("MMBench_DEV_EN.tsv", "(encoding)")]
+
+
+def test_milebench_bad_byte_is_one_error_for_its_record(tmp_path):
+    from fixtures.sources_synth_b import write_milebench
+
+    write_milebench(tmp_path)
+    path = tmp_path / "milebench" / "ActionSequence" / "ActionSequence.json"
+    spoil(path, b"Jumped.")
+    result = source("milebench")[1](SourceContext(tmp_path))
+    about_index_2 = [e for e in result.errors if e.file.endswith("ActionSequence.json") and e.where == "index 2"]
+    assert len(about_index_2) == 1 and "not UTF-8" in about_index_2[0].message

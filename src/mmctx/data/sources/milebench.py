@@ -26,7 +26,7 @@ from typing import Any
 
 from PIL import Image
 
-from mmctx.data.sources.reader import Reader
+from mmctx.data.sources.reader import DROPPED, Reader
 from mmctx.data.sources.base import Conversion, SourceContext, SourceInfo, write_derived
 from mmctx.schema import Sample
 
@@ -78,6 +78,8 @@ def _samples(
     reader: Reader, task: str, path: Path, index: int, record: Any, meta_data: dict[str, Any],
     forms: Sequence[str], frame_height: int,
 ) -> list[Sample]:
+    if record is DROPPED:  # its bad bytes are already reported
+        return []
     if not isinstance(record, dict) or not isinstance(record.get("task_instance"), dict):
         reader.error(path, f"index {index}", "task_instance", "expected a record with a task_instance object")
         return []

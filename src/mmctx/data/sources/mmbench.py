@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import csv
 import io
 from pathlib import Path
 
@@ -77,28 +76,15 @@ def convert(ctx: SourceContext) -> Conversion:
 
 
 def _rows(reader: Reader, path: Path) -> list[tuple[int, int, dict[str, str]]]:
-    """(index, line, row) per row; a cell holding a whole image needs a large field limit."""
-    csv.field_size_limit(2**31 - 1)
+    """(index, line, row) per row; a row that cannot be read costs only that row."""
     rows: list[tuple[int, int, dict[str, str]]] = []
-    with path.open(encoding="utf-8-sig", newline="") as handle:
-        table = csv.DictReader(handle, delimiter="\t")
-        missing = [c for c in REQUIRED if c not in (table.fieldnames or [])]
-        if missing:
-            reader.error(path, "line 1", ",".join(missing), f"header lacks column(s) {missing}")
-            return rows
-        while True:
-            try:
-                row = next(table)
-            except StopIteration:
-                return rows
-            except csv.Error as exc:
-                reader.error(path, f"line {table.line_num}", "(tsv)", f"unparseable row: {exc}")
-                continue
-            cells = {k: (v or "").strip() for k, v in row.items() if k is not None}
-            try:
-                rows.append((int(float(cells["index"])), table.line_num, cells))
-            except ValueError:
-                reader.error(path, f"line {table.line_num}", "index", f"expected an integer, got {cells['index']!r}")
+    for line, row in reader.table_rows(path, "\t", REQUIRED):
+        cells = {k: (v or "").strip() for k, v in row.items() if k is not None}
+        try:
+            rows.append((int(float(cells["index"])), line, cells))
+        except ValueError:
+            reader.error(path, f"line {line}", "index", f"expected an integer, got {cells['index']!r}")
+    return rows
 
 
 def _sample(reader: Reader, path: Path, index: int, row: dict[str, str], images: dict[int, str]) -> Sample | None:
