@@ -24,12 +24,12 @@ def backend(request, tiny_models):
     return HFBackend(str(tiny_models[request.param]), device="cpu", dtype="float32", batch_size=4)
 
 
-@pytest.mark.parametrize("packing", [True, False], ids=["packed", "copied-cache"])
-def test_fast_scores_equal_naive_forward_per_option(backend, images, packing):
+@pytest.mark.parametrize("path", ["packed", "copied", "per_option"])
+def test_fast_scores_equal_naive_forward_per_option(backend, images, path):
     req = ScoreRequest(few_shot(images), OPTIONS)
-    backend._packing = packing
+    backend.option_path = path
     fast = backend.score([req])[0]
-    backend._packing = None
+    backend.option_path = None
     naive = backend.score_naive(req)
     assert fast.error is None
     assert fast.token_counts == naive.token_counts
@@ -41,13 +41,13 @@ def test_fast_scores_equal_naive_forward_per_option(backend, images, packing):
 
 
 def test_packing_is_verified_once_and_eager_attention_packs_too(tiny_models, images):
-    """The first scored query checks packed against copied-cache scores before trusting packing."""
+    """The first scored query checks packing against one forward per option before trusting it."""
     for attn in ("sdpa", "eager"):
         b = HFBackend(str(tiny_models["llava"]), device="cpu", dtype="float32", attn_implementation=attn)
-        assert b._attn_impl == attn and b._packing is None
+        assert b._attn_impl == attn and b.option_path is None
         req = ScoreRequest(few_shot(images), OPTIONS)
         first = b.score([req])[0]
-        assert b._packing is True
+        assert b.option_path == "packed" and b.option_check.differences["packed"] <= 1e-4
         second = b.score([req])[0]
         naive = b.score_naive(req)
         for x, y, z in zip(first.loglikelihoods, second.loglikelihoods, naive.loglikelihoods):
@@ -200,7 +200,7 @@ def test_capabilities_and_identity(backend):
     assert caps.context_window == 4096
     assert backend.info.revision.startswith("local-")
     family = {"Idefics3ForConditionalGeneration": "idefics", "LlavaForConditionalGeneration": "llava"}[type(backend.model).__name__]
-    assert backend.info.settings == {"dtype": "float32", "device": "cpu", "scoring": "2", "adapter": family}
+    assert backend.info.settings == {"dtype": "float32", "device": "cpu", "scoring": "3", "adapter": family}
 
 
 def test_local_revision_follows_weight_and_template_content(tmp_path):

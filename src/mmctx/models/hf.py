@@ -1,14 +1,18 @@
 """HF transformers backend: any image-text-to-text model with a chat template.
 
-Loads through `AutoModelForImageTextToText` + `AutoProcessor` (the tests build Idefics3 and
-LLaVA checkpoints offline; Qwen2-VL needs torchvision for its processor). `trust_remote_code`
-is off unless the caller turns it on.
+Loads through `AutoModelForImageTextToText` + the family adapter's processor loader
+(`AutoProcessor` by default; the tests build Idefics3, LLaVA and Qwen2-VL checkpoints offline).
+`trust_remote_code` is off unless the caller turns it on.
 
 Option scoring encodes the shared prompt once per query: one prefill over the prompt (images
 included), then all options in one packed sequence, each attending to the prefix and to
-itself only (or, for models where packing does not fit, a batch against copies of the KV
-cache). The option's tokens are located in the text-token space, where image expansion cannot
-shift them, and the alignment with the processor's expanded ids is checked, not assumed.
+itself only (or a batch against copies of the KV cache). Option tokens take the positions the
+model itself would give them (Qwen's multimodal RoPE shifts text after images). Which path a
+model takes is decided once, on its first scored query, against one full forward per option
+on a probe of multi-token options (`OptionCheck`); a model that no shared-prefix path scores
+exactly is scored one full forward per option. The option's tokens are located in the
+text-token space, where image expansion cannot shift them, and the alignment with the
+processor's expanded ids is checked, not assumed.
 Whatever the chat template puts between the generation prompt and the answer (a space, an
 empty ``<think></think>`` block) is context, not option.
 """
@@ -16,6 +20,9 @@ empty ``<think></think>`` block) is context, not option.
 from __future__ import annotations
 
 import copy
+import logging
+import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -44,8 +51,47 @@ from mmctx.models.spans import (
 from mmctx.prompts.messages import Prompt
 
 
+log = logging.getLogger(__name__)
+
 # Part of every cache key: bump when how option spans or scores are computed changes.
-SCORING_VERSION = "2"
+SCORING_VERSION = "3"
+
+# How far a shared-prefix path's option log-likelihood (nats, summed over the option's tokens)
+# may be from one full forward per option for the path to be taken. In float32 the two differ
+# only by summation order, far below 1e-4 (the figure the README states). In half precision
+# they differ by rounding of that order (bfloat16 keeps 8 bits of mantissa), so the check there
+# catches only mechanism errors larger than that: wrong positions after images in a real
+# model's prompt are off by hundreds of positions.
+EXACT_TOLERANCE = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 5e-2}
+
+
+@dataclass(frozen=True)
+class OptionCheck:
+    """How a model's option-scoring path was chosen, on its first scored query.
+
+    ``differences``: per shared-prefix path, its largest difference (nats) from one full
+    forward per option on the probe; ``failures``: paths that raised, and the error.
+    """
+
+    path: str  # "packed", "copied" or "per_option"
+    probe_options: tuple[str, ...]
+    probe_token_counts: tuple[int, ...]
+    tolerance: float
+    differences: dict[str, float] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class _Query:
+    """A scoring query made ready: processed shared context and each option's token span."""
+
+    images: list[Image.Image]
+    prompt_text: str
+    conts: list[tuple[str, str]]
+    inputs: dict  # processor outputs cut to the shared context
+    context_len: int
+    suffixes: list[list[int]]
+    starts: list[int]
 
 
 def _pick_device(device: str) -> str:
@@ -106,7 +152,7 @@ class HFBackend:
         if self.adapter.needs_remote_code and not trust_remote_code:
             raise ModelError(f"model {model!r} ({self.adapter.family}) runs its own code: pass --trust-remote-code")
         try:
-            self.processor = transformers.AutoProcessor.from_pretrained(model, **self.adapter.processor_kwargs, **kwargs)
+            self.processor = self.adapter.load_processor(model, kwargs)
             auto_class = getattr(transformers, self.adapter.auto_class)
             self.model = auto_class.from_pretrained(
                 model,
@@ -125,8 +171,12 @@ class HFBackend:
         self.processor = self.adapter.prepare(self.model, self.processor)
         text_config = self.model.config.get_text_config()
         self._attn_impl = getattr(text_config, "_attn_implementation", None) or "eager"
-        # Packed option scoring needs a custom 4D mask, which flash attention cannot take.
-        self._packing: bool | None = None if self._attn_impl in ("sdpa", "eager") else False
+        # "packed" (needs a custom 4D mask, which flash attention cannot take), "copied" or
+        # "per_option"; None until the first scored query checks them (see `_choose_path`).
+        self.option_path: str | None = None
+        self.option_check: OptionCheck | None = None
+        # The module holding a multimodal-RoPE model's position shift after its last prompt.
+        self._rope_owner = next((m for m in self.model.modules() if hasattr(m, "rope_deltas")), None)
         self.tokenizer = getattr(self.processor, "tokenizer", self.processor)
         renders_itself = type(self.adapter).render is not Adapter.render
         if getattr(self.processor, "chat_template", None) is None and not renders_itself:
@@ -276,7 +326,8 @@ class HFBackend:
     def score(self, requests: list[ScoreRequest]) -> list[OptionScores]:
         return [self._score_one(r) for r in requests]
 
-    def _score_one(self, request: ScoreRequest) -> OptionScores:
+    def _prepare(self, request: ScoreRequest) -> _Query | OptionScores:
+        """The query's shared context and option spans, or an error result when it does not fit."""
         hf, images = self._hf_messages(request.messages)
         prompt_text = self._template(hf, generation_prompt=True)
         conts = self._continuations(hf, prompt_text, request.options)
@@ -291,45 +342,117 @@ class HFBackend:
         # Every per-token input is cut, not just the ids (Qwen2-VL's mm_token_type_ids, Gemma's token_type_ids).
         width = len(expanded)
         for key, value in inputs.items():
-            if value.dim() == 2 and value.shape == (1, width):
+            if isinstance(value, torch.Tensor) and value.dim() == 2 and value.shape == (1, width):
                 inputs[key] = value[:, :context_len]
+        return _Query(images, prompt_text, conts, inputs, context_len, suffixes, starts)
+
+    def _score_one(self, request: ScoreRequest) -> OptionScores:
+        query = self._prepare(request)
+        if isinstance(query, OptionScores):
+            return query
+        if self.option_path is None:
+            self._choose_path(request)
+        # Until a probe could be checked (it did not fit the context), one option at a time: exact.
+        lls = self._score_query(query, self.option_path or "per_option")
+        counts = [len(s) - st for s, st in zip(query.suffixes, query.starts)]
+        return OptionScores(loglikelihoods=tuple(lls), token_counts=tuple(counts), prompt_tokens=query.context_len)
+
+    # ---- the scoring paths and the check that picks one -------------------------------
+
+    def _score_query(self, query: _Query, path: str) -> list[float]:
+        """The options' log-likelihoods along ``path``: "packed", "copied" or "per_option"."""
+        if path == "per_option":
+            return [ll for ll, _ in self._per_option(query.images, query.prompt_text, query.conts)]
         with torch.inference_mode():
+            self._forget_position_shift()
             # Only the last position's logits are needed: a full-vocabulary row per prompt token
             # would cost gigabytes on real models with long few-shot prompts.
-            prefill = self.model(**inputs, use_cache=True, logits_to_keep=1)
+            prefill = self.model(**query.inputs, use_cache=True, logits_to_keep=1)
             cache = prefill.cache
             last = prefill.logits[0, -1].float().log_softmax(-1)
+            # Where the model puts the token after the prefix: its index, plus the model's own
+            # correction for positions images did not take (Qwen's multimodal RoPE).
+            first_position = query.context_len + self._position_shift()
+            score = self._score_packed if path == "packed" else self._score_copied
             lls: list[float] = []
-            for start in range(0, len(suffixes), self.batch_size):
-                chunk, chunk_starts = suffixes[start : start + self.batch_size], starts[start : start + self.batch_size]
-                lls.extend(self._score_options(cache, last, context_len, chunk, chunk_starts))
-        counts = [len(s) - st for s, st in zip(suffixes, starts)]
-        return OptionScores(loglikelihoods=tuple(lls), token_counts=tuple(counts), prompt_tokens=context_len)
+            for start in range(0, len(query.suffixes), self.batch_size):
+                suffixes = query.suffixes[start : start + self.batch_size]
+                starts = query.starts[start : start + self.batch_size]
+                lls.extend(score(cache, last, query.context_len, first_position, suffixes, starts))
+        return lls
 
-    def _score_options(self, cache, last, context_len: int, suffixes: list[list[int]], starts: list[int]) -> list[float]:
-        """Packed scoring when this model supports it, checked once against the copied-cache path."""
-        if self._packing is None:
-            packed = self._score_packed(cache, last, context_len, suffixes, starts)
-            copied = self._score_copied(cache, last, context_len, suffixes, starts)
-            # Models with their own position scheme (e.g. multimodal RoPE) disagree: fall back for good.
-            self._packing = all(abs(a - b) <= 1e-3 * max(1.0, abs(b)) for a, b in zip(packed, copied))
-            # The path kept for the rest of the run answers this query too, so a score never
-            # depends (even in its last bits) on which query a process happened to see first.
-            return packed if self._packing else copied
-        if self._packing:
-            return self._score_packed(cache, last, context_len, suffixes, starts)
-        return self._score_copied(cache, last, context_len, suffixes, starts)
+    def _choose_path(self, request: ScoreRequest) -> None:
+        """Pick the fastest path whose scores equal one full forward per option, on a probe.
+
+        The probe is the query's prompt with options of several tokens each and of different
+        lengths, built from the query's own options: with one-token options (colour words,
+        letters) every path reads the same prefix logits, and a check on them tests nothing.
+        A path that raises or differs by more than the tolerance is not taken; when neither
+        fast path qualifies, options are scored one full forward each (slow, exact).
+        """
+        probe = ScoreRequest(request.messages, self._probe_options(request))
+        query = self._prepare(probe)
+        if isinstance(query, OptionScores):
+            return  # the probe does not fit the context; the next query tries again
+        reference = [ll for ll, _ in self._per_option(query.images, query.prompt_text, query.conts)]
+        tolerance = EXACT_TOLERANCE.get(self.dtype, EXACT_TOLERANCE[torch.float16])
+        candidates = ("packed", "copied") if self._attn_impl in ("sdpa", "eager") else ("copied",)
+        differences: dict[str, float] = {}
+        failures: dict[str, str] = {}
+        for path in candidates:
+            try:
+                scores = self._score_query(query, path)
+            except Exception as exc:  # a path this model cannot run is not taken
+                failures[path] = f"{type(exc).__name__}: {exc}"
+                continue
+            differences[path] = max(abs(a - b) for a, b in zip(scores, reference))
+        exact = [p for p in candidates if differences.get(p, math.inf) <= tolerance]  # NaN is never exact
+        path = exact[0] if exact else "per_option"
+        if path == "per_option":
+            log.warning(
+                "%s: shared-prefix option scoring is not exact for this model (largest differences %s, "
+                "errors %s; tolerance %g); scoring one full forward per option",
+                self.info.name, differences, failures, tolerance,
+            )  # fmt: skip
+        self.option_check = OptionCheck(
+            path=path,
+            probe_options=probe.options,
+            probe_token_counts=tuple(len(s) - st for s, st in zip(query.suffixes, query.starts)),
+            tolerance=tolerance,
+            differences=differences,
+            failures=failures,
+        )
+        self.option_path = path
+
+    def _probe_options(self, request: ScoreRequest) -> tuple[str, ...]:
+        """Three options of 2, 3 and 4 of the query's option texts each: several tokens, three lengths."""
+        words = [o.strip() for o in request.options if o.strip()] or ["yes", "no"]
+        return tuple(" ".join(words[(i + k) % len(words)] for k in range(n)) for i, n in enumerate((2, 3, 4)))
+
+    def _forget_position_shift(self) -> None:
+        # Qwen-style models keep the last prompt's rope delta and reuse it whenever a cache
+        # is passed; a text-only prompt computes none, so a stale one must not survive it.
+        if self._rope_owner is not None:
+            self._rope_owner.rope_deltas = None
+
+    def _position_shift(self) -> int:
+        """The model's position of the token after the prefill, minus its index (0 for 1-D RoPE)."""
+        deltas = getattr(self._rope_owner, "rope_deltas", None)
+        return int(deltas.reshape(-1)[0]) if isinstance(deltas, torch.Tensor) else 0
 
     @staticmethod
     def _sum_option(logprobs: torch.Tensor, offset: int, last: torch.Tensor, suffix: list[int], start: int) -> float:
         """Sum of log-probabilities of ``suffix[start:]``; row ``offset + p - 1`` predicts token ``p``."""
         return sum(float((last if p == 0 else logprobs[offset + p - 1])[suffix[p]]) for p in range(start, len(suffix)))
 
-    def _score_packed(self, cache, last, context_len: int, suffixes: list[list[int]], starts: list[int]) -> list[float]:
+    def _score_packed(
+        self, cache, last, context_len: int, first_position: int, suffixes: list[list[int]], starts: list[int]
+    ) -> list[float]:
         """All options in one sequence after the shared prefix, each seeing only the prefix and itself.
 
         No copy of the KV cache is made (a long few-shot prefix can hold gigabytes of it); the
-        cache is cropped back to the prefix afterwards.
+        cache is cropped back to the prefix afterwards. Each option's tokens take the positions
+        they would have right after the prefix, from ``first_position`` on.
         """
         ids = [t for s in suffixes for t in s]
         owner = torch.tensor([a for a, s in enumerate(suffixes) for _ in s])
@@ -341,7 +464,7 @@ class HFBackend:
         )
         out = self.model(
             input_ids=torch.tensor([ids], device=self.device),
-            position_ids=(local + context_len)[None].to(self.device),
+            position_ids=(local + first_position)[None].to(self.device),
             attention_mask=mask.to(self.device),
             cache=cache,
             use_cache=True,
@@ -351,35 +474,61 @@ class HFBackend:
         offsets = [sum(len(s) for s in suffixes[:a]) for a in range(len(suffixes))]
         return [self._sum_option(logprobs, o, last, s, st) for o, s, st in zip(offsets, suffixes, starts)]
 
-    def _score_copied(self, cache, last, context_len: int, suffixes: list[list[int]], starts: list[int]) -> list[float]:
-        """Options as a right-padded batch against copies of the prefix's KV cache."""
+    def _score_copied(
+        self, cache, last, context_len: int, first_position: int, suffixes: list[list[int]], starts: list[int]
+    ) -> list[float]:
+        """Options as a right-padded batch against copies of the prefix's KV cache.
+
+        Positions are passed, not left to the model: a model that derives them from the
+        attention mask and a cached rope delta (Qwen2-VL) builds them for the whole masked
+        width, prefix included, and fails.
+        """
         n, width = len(suffixes), max(len(s) for s in suffixes)
         pad = self.tokenizer.pad_token_id
         ids = torch.tensor([s + [pad] * (width - len(s)) for s in suffixes], device=self.device)
         mask = torch.tensor([[1] * (context_len + len(s)) + [0] * (width - len(s)) for s in suffixes], device=self.device)
+        positions = (torch.arange(width) + first_position)[None].expand(n, width).to(self.device)
         batch_cache = copy.deepcopy(cache)
         if n > 1:
             batch_cache.batch_repeat_interleave(n)
-        out = self.model(input_ids=ids, attention_mask=mask, cache=batch_cache, use_cache=True)
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=batch_cache, use_cache=True)
         logprobs = out.logits.float().log_softmax(-1)
         return [self._sum_option(logprobs[row], 0, last, s, st) for row, (s, st) in enumerate(zip(suffixes, starts))]
 
-    def score_naive(self, request: ScoreRequest) -> OptionScores:
-        """Reference: one full forward per option through the processor, no cache, no packing.
+    def _per_option(
+        self, images: list[Image.Image], prompt_text: str, conts: list[tuple[str, str]]
+    ) -> list[tuple[float, int]]:
+        """Per option, its log-likelihood and token count from one full forward through the processor.
 
-        Slow on purpose. The scored tokens are the last ones of the processed text, as many as
-        cover the option's characters; the fast path's prefix sharing plays no part here.
+        No cache and no positions passed: the model computes everything itself, so this is
+        exact for any position scheme. The scored tokens are the last ones of the processed
+        text, as many as cover the option's characters.
         """
-        hf, images = self._hf_messages(request.messages)
-        prompt_text = self._template(hf, generation_prompt=True)
-        lls, counts = [], []
-        for lead, text in self._continuations(hf, prompt_text, request.options):
+        out = []
+        for lead, text in conts:
             _, n_option = self._option_tokens(prompt_text + lead, text)
             inputs = self._process([prompt_text + lead + text], [images])
             ids = inputs["input_ids"][0].tolist()
             with torch.inference_mode():
-                logprobs = self.model(**inputs).logits[0].float().log_softmax(-1)
-            lls.append(sum(float(logprobs[pos - 1, ids[pos]]) for pos in range(len(ids) - n_option, len(ids))))
-            counts.append(n_option)
+                self._forget_position_shift()
+                # Logits of the last n_option + 1 positions only (the last predicts past the option):
+                # a full-vocabulary row per prompt token would cost gigabytes on long prompts.
+                logits = self.model(**inputs, logits_to_keep=n_option + 1).logits[0]
+            logprobs = logits[:n_option].float().log_softmax(-1)  # row r predicts the option's token r
+            out.append((sum(float(logprobs[r, ids[len(ids) - n_option + r]]) for r in range(n_option)), n_option))
+        return out
+
+    def score_naive(self, request: ScoreRequest) -> OptionScores:
+        """Reference: one full forward per option through the processor, no cache, no packing.
+
+        Slow on purpose; the fast paths' prefix sharing plays no part here.
+        """
+        hf, images = self._hf_messages(request.messages)
+        prompt_text = self._template(hf, generation_prompt=True)
+        scored = self._per_option(images, prompt_text, self._continuations(hf, prompt_text, request.options))
         prompt_tokens = len(self._process([prompt_text], [images])["input_ids"][0])
-        return OptionScores(loglikelihoods=tuple(lls), token_counts=tuple(counts), prompt_tokens=prompt_tokens)
+        return OptionScores(
+            loglikelihoods=tuple(ll for ll, _ in scored),
+            token_counts=tuple(n for _, n in scored),
+            prompt_tokens=prompt_tokens,
+        )
