@@ -307,7 +307,7 @@ TEST, DEMO = 0, 1
             _set(DEMO, 1, cot_info={"reasonings": "", "answer": "caption 0"}),
             "caption_foil_demonstrations[d-cnt-2].cot_info.reasonings",
         ),
-        ("caption_foil", _set(TEST, 1, caption=None), "caption_foil_test[q-attr-1].caption"),
+        ("caption_foil", _set(TEST, 1, caption=None, foil=" "), "caption_foil_test[q-attr-1].caption"),
         ("caption_foil", _set(TEST, 2, image=None), "caption_foil_test[q-spa-1].image"),
         (
             "caption_foil",
@@ -426,11 +426,9 @@ def test_written_layout_reads_with_datasets_and_round_trips(loaded: Benchmark, t
 
 
 def test_writer_refuses_what_the_layout_cannot_hold(loaded: Benchmark, tmp_path: Path) -> None:
-    binary = Sample(
-        id="b1", task="counting", source="x", format="binary", statement="s", choices=["Yes", "No"], answer="Yes"
-    )
-    with pytest.raises(ValueError, match=r"queries\[b1\]\.format"):
-        save_fewmmbench_layout(Benchmark("b", [binary], [], loaded.root), tmp_path / "a")
+    item = Sample(id="o1", task="counting", source="x", format="open", question="How many?", answer="3")
+    with pytest.raises(ValueError, match=r"queries\[o1\]\.format"):
+        save_fewmmbench_layout(Benchmark("b", [item], [], loaded.root), tmp_path / "a")
     q = loaded.queries[0].model_copy(update={"demo_keys": {"similar": [], "clip": ["d-cnt-1"]}})
     with pytest.raises(ValueError, match=r"queries\[q-cnt-1\]\.demo_keys"):
         save_fewmmbench_layout(Benchmark("b", [q], loaded.demos, loaded.root), tmp_path / "b")
@@ -453,3 +451,70 @@ def test_writer_with_only_caption_foil_writes_only_those_configs(loaded: Benchma
         again = load_fewmmbench(out, tmp_path / "cache")
     assert any("multiple_choice_qa" in str(w.message) for w in caught)
     assert [s.id for s in again.queries] == [q.id for q in cf.queries]
+
+
+def _vsr(loaded: Benchmark, sid: str, statement: str, answer: str, **fields: Any) -> Sample:
+    """A VSR-style binary statement on one of the release's pictures."""
+    image = next(s for s in loaded.demos if s.format == "caption_foil").images
+    return Sample(
+        id=sid, task="spatial_relations", source="VSR", format="binary", images=list(image),
+        statement=statement, choices=["Yes", "No"], answer=answer, **fields,
+    )  # fmt: skip
+
+
+def test_binary_statements_are_written_as_caption_foil_rows_and_read_back(loaded: Benchmark, tmp_path: Path) -> None:
+    # VSR items sit among the caption/foil rows of the layout (the release has 7 x 250 of them):
+    # a true statement is a caption without foil, a false one a foil without caption.
+    from mmctx.schema import Rationale
+
+    true_demo = _vsr(loaded, "vsr-d-1", "The cat is on the bed.", "Yes")
+    false_demo = _vsr(
+        loaded, "vsr-d-2", "The cat is under the bed.", "No",
+        rationale=Rationale(reasoning="The cat lies on top of the bed.", answer="No"),
+    )  # fmt: skip
+    query = _vsr(loaded, "vsr-q-1", "The dog is left of the car.", "No",
+                 demo_keys={"similar": ["vsr-d-1", "vsr-d-2"], "random": ["vsr-d-2"]})  # fmt: skip
+    bench = Benchmark("b", [*loaded.queries, query], [*loaded.demos, true_demo, false_demo], loaded.root)
+    out = save_fewmmbench_layout(bench, tmp_path / "layout-with-vsr")
+
+    test = datasets.load_dataset(str(out), "caption_foil_test", split="train")
+    row = test[[r["example_id"] for r in test].index("vsr-q-1")]
+    assert (row["caption"], row["foil"], row["dataset_name"]) == (None, "The dog is left of the car.", "VSR")
+    assert row["most_similar_example_keys"] == ["vsr-d-1", "vsr-d-2"]
+    shown = datasets.load_dataset(str(out), "caption_foil_demonstrations", split="train")
+    rows = {r["example_id"]: r for r in shown}
+    assert (rows["vsr-d-1"]["caption"], rows["vsr-d-1"]["foil"]) == ("The cat is on the bed.", None)
+    assert rows["vsr-d-2"]["cot_info"] == {"reasonings": "The cat lies on top of the bed.", "answer": "No"}
+
+    again = by_id(load_fewmmbench(out, tmp_path / "cache"))
+    for sample in (query, true_demo, false_demo):
+        back = again[sample.id]
+        assert (back.format, back.statement, back.choices, back.answer) == ("binary", sample.statement, ["Yes", "No"], sample.answer)
+        assert back.rationale == sample.rationale and back.demo_keys == sample.demo_keys
+    assert again["vsr-q-1"].task == "spatial_relations"
+
+
+def test_a_caption_foil_row_without_any_text_is_refused(loaded: Benchmark, tmp_path: Path) -> None:
+    rows = caption_foil_demos()
+    rows[0]["caption"] = rows[0]["foil"] = None
+    release = write_release(tmp_path / "release-without-text", caption_foil=(caption_foil_tests(), rows))
+    with pytest.raises(ValueError, match=r"caption_foil_demonstrations\[.+\]\.caption: .*neither caption nor foil"):
+        load_fewmmbench(release, tmp_path / "cache")
+
+
+def test_what_the_layout_cannot_hold_is_left_out_named_and_unlinked(loaded: Benchmark, tmp_path: Path) -> None:
+    from mmctx.data.fewmmbench import layout_left_out
+
+    demo = next(s for s in loaded.demos if s.format == "caption_foil")
+    four = demo.model_copy(update={"id": "four", "choices": ["on", "under", "left of", "right of"], "answer": "on"})
+    query = next(q for q in loaded.queries if q.format == "caption_foil")
+    query = query.model_copy(update={"demo_keys": {"similar": [demo.id, "four"], "random": ["four"]}})
+    bench = Benchmark("b", [query], [demo, four], loaded.root)
+    assert layout_left_out(bench) == {"four": "4 captions; a caption/foil row holds one caption and one foil"}
+    with pytest.raises(ValueError, match=r"demos\[four\]\.choices"):
+        save_fewmmbench_layout(bench, tmp_path / "strict")
+    out = save_fewmmbench_layout(bench, tmp_path / "layout-left-out", skip_unsupported=True)
+    test = datasets.load_dataset(str(out), "caption_foil_test", split="train")
+    # A key to a demo that is not written would point at nothing.
+    assert (test[0]["most_similar_example_keys"], test[0]["random_example_keys"]) == ([demo.id], [])
+    assert [r["example_id"] for r in datasets.load_dataset(str(out), "caption_foil_demonstrations", split="train")] == [demo.id]

@@ -13,7 +13,12 @@ in their original encoding, under ``cache_dir/images/<sha256[:2]>/<sha256>.<ext>
 
 Field mapping
 -------------
-Caption/foil rows: ``choices = [caption, foil]``, ``answer = caption``.
+Caption/foil rows: ``choices = [caption, foil]``, ``answer = caption``. A row with only one of the
+two (the other missing, None or blank) is a binary verification statement, as the paper asks VSR's
+single true/false captions (§4.2: "Does this sentence accurately describe the image?"): a caption
+alone is a true statement (answer ``Yes``), a foil alone a false one (``No``). The writer stores
+binary samples that way, so they sit among the caption/foil rows of their task as in the release
+(7 × 250 caption/foil test rows, VSR included).
 
 MCQA rows (the dataset card is cut off, so several shapes are accepted):
   - options: ``options`` (or ``choices``) as a list of strings, a dict keyed by letter (sorted by key;
@@ -64,11 +69,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mmctx.schema import TASKS, Benchmark, Format, Rationale, Sample
+from mmctx.schema import BINARY_CHOICES, TASKS, Benchmark, Format, Rationale, Sample
 
 __all__ = [
     "KINDS",
     "TASK_ALIASES",
+    "layout_left_out",
     "load_fewmmbench",
     "normalize_task",
     "save_fewmmbench_layout",
@@ -331,10 +337,19 @@ class _RowConverter:
             self.unknown_tasks.add(raw_task)
         source = _pop_first(row, ("dataset_name", "source"))
 
+        fmt, statement = self.format, ""
         if self.format == "caption_foil":
             question = ""
-            choices = [self.text(row.pop("caption", None), "caption"), self.text(row.pop("foil", None), "foil")]
-            answer = choices[0]
+            caption, foil = row.pop("caption", None), row.pop("foil", None)
+            if _blank(caption) != _blank(foil):
+                # A VSR-style statement: a caption without foil is true, a foil without caption false.
+                fmt, statement = "binary", self.text(foil if _blank(caption) else caption, "caption")
+                choices, answer = list(BINARY_CHOICES), BINARY_CHOICES[int(_blank(caption))]
+            elif _blank(caption):
+                raise self.error("caption", "neither caption nor foil holds text")
+            else:
+                choices = [self.text(caption, "caption"), self.text(foil, "foil")]
+                answer = choices[0]
         else:
             question = self.text(row.pop("question", None), "question")
             choices = self.options(row)
@@ -355,9 +370,10 @@ class _RowConverter:
             id=self.example_id,
             task=task,
             source=str(source) if source not in (None, "") else "unknown",
-            format=self.format,
+            format=fmt,
             images=images,
             question=question,
+            statement=statement,
             choices=choices,
             answer=answer,
             rationale=rationale,
@@ -534,6 +550,11 @@ def _pop_first(row: dict[str, Any], names: Sequence[str]) -> Any:
     return None
 
 
+def _blank(value: Any) -> bool:
+    """No text: a missing, None or whitespace-only cell."""
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
 def _norm(text: str) -> str:
     return " ".join(text.split()).casefold().rstrip(".")
 
@@ -642,27 +663,37 @@ def _write_once(path: Path, data: bytes) -> None:
 def save_fewmmbench_layout(bench: Benchmark, out: Path, skip_unsupported: bool = False) -> Path:
     """Write ``bench`` as the released hub layout: one parquet per config + README.md with ``configs:``.
 
-    Caption/foil samples become ``caption_foil_*`` rows (exactly two choices, one image); MCQA samples
-    become ``multiple_choice_qa_*`` rows with ``options``, the answer as option text and an
-    ``images`` list. Only the ``similar``/``random`` demo keys exist in this layout. Formats the
-    layout has no config for (binary, open) raise, or with ``skip_unsupported`` are left out —
-    together with demo keys pointing at them — and counted in ``README.md``.
+    Caption/foil samples become ``caption_foil_*`` rows (exactly two choices, one image), and so do
+    binary statements (VSR), with the statement as caption when true and as foil when false, the
+    other cell empty (see the module docstring); MCQA samples become ``multiple_choice_qa_*`` rows
+    with ``options``, the answer as option text and an ``images`` list. Only the
+    ``similar``/``random`` demo keys exist in this layout. What the layout cannot hold (see
+    `layout_left_out`: ``open`` items, caption/foil items with more than one foil or not exactly
+    one image) raises, or with ``skip_unsupported`` is left out — with every demo key pointing at
+    it — and listed in ``README.md``; the caller reports `layout_left_out`'s answer.
     """
     from datasets import Dataset
 
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    by_kind: dict[str, tuple[list[Sample], list[Sample]]] = {kind: ([], []) for kind in KINDS}
-    format_kind = {fmt: kind for kind, fmt in KINDS.items()}
-    skipped = 0
+    left_out = {}
     for table, samples in (("queries", bench.queries), ("demos", bench.demos)):
         for s in samples:
-            if s.format not in format_kind:
-                if skip_unsupported:
-                    skipped += 1
-                    continue
-                raise ValueError(f"{table}[{s.id}].format: {s.format!r} has no FewMMBench config")
-            by_kind[format_kind[s.format]][table == "demos"].append(s)
+            problem = _layout_problem(s)
+            if problem is None:
+                continue
+            if not skip_unsupported:
+                raise ValueError(f"{table}[{s.id}].{problem[0]}: {problem[1]}")
+            left_out[s.id] = problem[1]
+    out.mkdir(parents=True, exist_ok=True)
+    by_kind: dict[str, tuple[list[Sample], list[Sample]]] = {kind: ([], []) for kind in KINDS}
+    for table, samples in (("queries", bench.queries), ("demos", bench.demos)):
+        for s in samples:
+            if s.id in left_out:
+                continue
+            if table == "queries" and left_out:
+                keys = {k: [d for d in ids if d not in left_out] for k, ids in s.demo_keys.items()}
+                s = s.model_copy(update={"demo_keys": keys})
+            by_kind[LAYOUT_KIND[s.format]][table == "demos"].append(s)
 
     written: list[str] = []
     for kind, (queries, demos) in by_kind.items():
@@ -679,9 +710,28 @@ def save_fewmmbench_layout(bench: Benchmark, out: Path, skip_unsupported: bool =
                 old.unlink()  # a shorter rewrite must not leave stale shards behind
             Dataset.from_dict(columns, features=features).to_parquet(str(folder / f"{SPLIT}-00000-of-00001.parquet"))
             written.append(config)
-    note = f" {skipped} sample(s) of formats without a FewMMBench config were left out." if skipped else ""
-    (out / "README.md").write_text(_readme(written, bench.description + note), encoding="utf-8")
+    (out / "README.md").write_text(_readme(written, bench.description, left_out), encoding="utf-8")
     return out
+
+
+# The layout's config kind per sample format; binary statements are caption/foil rows with one side empty.
+LAYOUT_KIND: dict[str, str] = {"caption_foil": "caption_foil", "binary": "caption_foil", "mcqa": "multiple_choice_qa"}
+
+
+def layout_left_out(bench: Benchmark) -> dict[str, str]:
+    """Sample id -> why the released layout cannot hold it, for every query and demo it cannot."""
+    return {s.id: problem[1] for s in bench.queries + bench.demos if (problem := _layout_problem(s)) is not None}
+
+
+def _layout_problem(s: Sample) -> tuple[str, str] | None:
+    """(field, reason) when ``s`` has no row in the released layout, else None."""
+    if s.format not in LAYOUT_KIND:
+        return "format", f"{s.format!r} has no FewMMBench config"
+    if s.format == "caption_foil" and len(s.choices) != 2:
+        return "choices", f"{len(s.choices)} captions; a caption/foil row holds one caption and one foil"
+    if LAYOUT_KIND[s.format] == "caption_foil" and len(s.images) != 1:
+        return "images", f"{len(s.images)} images; a caption/foil row holds one"
+    return None
 
 
 def _released_features(kind: str, is_test: bool) -> Any:
@@ -716,7 +766,12 @@ def _released_row(bench: Benchmark, s: Sample, kind: str, is_test: bool) -> dict
         "task_name": raw.get("task_name") or s.task,
         "dataset_name": s.source,
     }
-    if kind == "caption_foil":
+    if kind == "caption_foil" and s.format == "binary":
+        if s.answer not in BINARY_CHOICES or not s.statement.strip():
+            raise bad("answer", f"a binary row needs a statement and a Yes/No answer, has {s.answer!r}")
+        true = s.answer == BINARY_CHOICES[0]
+        row |= {"caption": s.statement if true else None, "foil": None if true else s.statement, "image": images[0]}
+    elif kind == "caption_foil":
         if len(s.choices) != 2 or s.answer not in s.choices:
             raise bad("choices", f"caption/foil needs 2 choices including the answer, has {s.choices!r}")
         if len(images) != 1:
@@ -739,7 +794,7 @@ def _released_row(bench: Benchmark, s: Sample, kind: str, is_test: bool) -> dict
     return row
 
 
-def _readme(configs: list[str], description: str) -> str:
+def _readme(configs: list[str], description: str, left_out: dict[str, str]) -> str:
     lines = ["---", "configs:"]
     for config in configs:
         lines += [
@@ -751,4 +806,7 @@ def _readme(configs: list[str], description: str) -> str:
     lines += ["---", "", "# FewMMBench (written by mmctx)", ""]
     if description:
         lines += [description, ""]
+    if left_out:
+        lines += [f"{len(left_out)} sample(s) have no row in this layout and were left out:", ""]
+        lines += [f"- `{sid}`: {reason}" for sid, reason in left_out.items()] + [""]
     return "\n".join(lines)
