@@ -98,8 +98,37 @@ def test_build_converts_pools_by_recipe_and_curates(sources_root, clip, tmp_path
         by_group[(row["task"], row["kind"])] += row["queries"]
     assert set(by_group.values()) == {1}
     assert "VSR" in {row["source"] for row in rows if row["task"] == "spatial_relations" and row["kind"] == "caption_foil"}
+    assert report["skipped_groups"] == {"counting__mcqa": {"samples": 1, "needed": 2}}
+    assert report["duplicates"]["count"] == 0
     r = CliRunner().invoke(app, ["validate", str(out)])
     assert r.exit_code == 0, r.output
+    _assert_the_layout_holds_what_it_can(out, report)
+
+
+def _assert_the_layout_holds_what_it_can(out, report):
+    """Every query and demo is in the FewMMBench layout (VSR statements among the caption/foil rows),
+    except what build.json lists as left out."""
+    import datasets
+
+    from mmctx.data.disk import load_benchmark
+    from mmctx.data.fewmmbench import layout_left_out
+
+    bench = load_benchmark(out)
+    left_out = layout_left_out(bench)
+    assert report["left_out_of_layout"]["samples"] == left_out
+    assert report["left_out_of_layout"]["count"] == len(left_out)
+    layout = out / "fewmmbench-layout"
+    written = {}
+    for config in datasets.get_dataset_config_names(str(layout)):
+        # Every build writes a folder of this name, and `datasets` caches a local folder's configs by
+        # folder and config name: a cache of this build's own keeps another build's rows out.
+        rows = datasets.load_dataset(str(layout), config, split="train", cache_dir=str(out / "hf-cache"))
+        written[config] = [r["example_id"] for r in rows]
+    kind = {"mcqa": "multiple_choice_qa", "caption_foil": "caption_foil", "binary": "caption_foil"}
+    for table, samples in (("test", bench.queries), ("demonstrations", bench.demos)):
+        for s in samples:
+            assert (s.id in written[f"{kind[s.format]}_{table}"]) == (s.id not in left_out), s.id
+    assert any(s.format == "binary" for s in bench.queries + bench.demos if s.id not in left_out)
 
 
 def test_missing_sources_are_reported_and_skipped(sources_root, clip, tmp_path):
@@ -116,3 +145,30 @@ def test_missing_sources_are_reported_and_skipped(sources_root, clip, tmp_path):
     )  # fmt: skip
     assert "missing mmbench" in r.output and "missing cvbench" in r.output
     assert r.exit_code == 0, r.output
+
+
+def test_repeated_source_records_are_curated_once_and_counted(sources_root, clip, tmp_path):
+    import shutil
+
+    repeated = tmp_path / "repeated"
+    shutil.copytree(sources_root, repeated, symlinks=True)
+    path = repeated / "gvtbench" / "GVTBench" / "coco_mci.json"
+    records = json.loads(path.read_text())
+    path.write_text(json.dumps(records + [dict(records[3]), dict(records[3])]))  # as GVTBench repeats records
+    out = tmp_path / "b"
+    r = CliRunner().invoke(
+        app,
+        ["build", "fewmmbench", "--sources", str(repeated), "--out", str(out), "--encoder", f"clip:{clip}",
+         "--k", "1", "--demos", "1", "--no-figures", "--duplicate-cosine", "0.99999"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "dropped 2 content duplicate(s) (GVTBench 2)" in r.output
+    report = json.loads((out / "curation" / "build.json").read_text())
+    n = len(records)
+    assert report["duplicates"] == {
+        "count": 2,
+        "by_source": {"GVTBench": 2},
+        "dropped_for": {"gvtbench/coco_mci/3": [f"gvtbench/coco_mci/{n}", f"gvtbench/coco_mci/{n + 1}"]},
+    }
+    gvt_pool = sum(row["pool"] for row in report["composition"] if row["source"] == "GVTBench")
+    assert gvt_pool == len(records) + len(json.loads((repeated / "gvtbench" / "GVTBench" / "vcr_mci.json").read_text()))

@@ -94,8 +94,12 @@ def test_intermediates_figures_summary_and_layout_are_written(curated):
     assert all(p.stat().st_size > 1000 for p in outcome.figures)
     import datasets
 
-    ds = datasets.load_dataset(str(out / "fewmmbench-layout"), "caption_foil_test", split="train")
-    assert len(ds) == 6 * K and len(ds[0]["most_similar_example_keys"]) == DEMOS
+    # Seven caption/foil groups, the binary spatial statements (VSR-style) among them, as in the release.
+    ds = datasets.load_dataset(
+        str(out / "fewmmbench-layout"), "caption_foil_test", split="train", cache_dir=str(out / "hf-cache")
+    )
+    assert len(ds) == 7 * K and len(ds[0]["most_similar_example_keys"]) == DEMOS
+    assert outcome.layout_left_out == {} and summary["layout_left_out"] == {} and summary["duplicates"] == {}
 
 
 def test_select_step_alone_reproduces_the_selection(curated, tmp_path):

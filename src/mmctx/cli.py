@@ -446,11 +446,14 @@ def build_fewmmbench(
     """Convert the sources, pool them by the recipe (the paper's Table 2) and curate each task."""
     from rich.table import Table
 
-    from mmctx.curate.pipeline import CurateOptions, CurationError, curate_samples
+    from collections import Counter
+
+    from mmctx.curate.pipeline import LAYOUT_DIR, CurateOptions, CurationError, curate_samples
     from mmctx.data.sources.build import (
         COMPOSITION_COUNTS,
         composition,
         convert_sources,
+        drop_content_duplicates,
         drop_small_groups,
         load_recipe,
         pool_from_recipe,
@@ -469,7 +472,17 @@ def build_fewmmbench(
             console.print(f"{r.name}: {r.samples} samples, skipped by rule {r.skipped or '{}'}, {len(r.errors)} errors")
             for e in r.errors[:5]:
                 console.print(f"  [red]error[/red] {escape(e)}", soft_wrap=True)
-    pool, small = drop_small_groups(pool_from_recipe(plan, conversions), k, demos)
+    recipe_pool = pool_from_recipe(plan, conversions)
+    pool, duplicates = drop_content_duplicates(recipe_pool, sources_dir)
+    if duplicates:
+        source_of = {s.id: s.source for s in recipe_pool}
+        counts = Counter(source_of[d] for ds in duplicates.values() for d in ds)
+        by_source = escape(", ".join(f"{name} {n}" for name, n in sorted(counts.items())))
+        console.print(
+            f"[yellow]dropped {sum(counts.values())} content duplicate(s)[/yellow] ({by_source}), keeping the first "
+            "of each; listed in curation/build.json"
+        )
+    pool, small = drop_small_groups(pool, k, demos)
     for name, size in small.items():
         console.print(f"[yellow]skipped group[/yellow] {name}: {size} samples, fewer than k + demos = {k + demos}")
     if not pool:
@@ -484,8 +497,21 @@ def build_fewmmbench(
         outcome = curate_samples(pool, sources_dir, out, opts)
     except (CurationError, EncoderError, ValueError) as exc:
         _fail(str(exc))
+    left_out = outcome.layout_left_out
+    if left_out:
+        reasons = Counter(left_out.values())
+        console.print(
+            f"[yellow]left out of {out / LAYOUT_DIR}[/yellow]: {len(left_out)} sample(s) the FewMMBench layout "
+            "cannot hold (demo keys to them removed there; listed in curation/build.json)"
+        )
+        for reason, n in reasons.most_common(5):
+            console.print(f"  {n} × {escape(reason)}", soft_wrap=True)
     rows = composition(outcome.benchmark.queries, outcome.benchmark.demos, pool)
-    write_build_report(out, reports, rows)
+    left_out_report = {"count": len(left_out), "by_reason": dict(Counter(left_out.values())), "samples": left_out}
+    write_build_report(
+        out, reports, rows, duplicates=duplicates, pool=recipe_pool, small_groups=small, needed=k + demos,
+        left_out=left_out_report,
+    )  # fmt: skip
     columns = ("task", "kind", "source", *COMPOSITION_COUNTS)
     table = Table(*columns, caption="similar_demos: as in the paper's Table 2; random_only_demos: drawn only at random")
     for row in rows:

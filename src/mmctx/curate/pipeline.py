@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 from collections import defaultdict
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -400,6 +400,8 @@ class CurateOutcome:
     groups: list[GroupSummary]
     rationales: dict | None
     figures: list[Path]
+    duplicates: dict[str, list[str]] = field(default_factory=dict)  # id kept -> content duplicates dropped
+    layout_left_out: dict[str, str] = field(default_factory=dict)  # id -> why the FewMMBench layout lacks it
 
 
 def curate(pool: Path, out: Path, opts: CurateOptions, progress: bool = True) -> CurateOutcome:
@@ -413,8 +415,12 @@ def curate(pool: Path, out: Path, opts: CurateOptions, progress: bool = True) ->
 def curate_samples(samples: list[Sample], root: Path, out: Path, opts: CurateOptions, progress: bool = True) -> CurateOutcome:
     from mmctx.data.disk import save_benchmark
 
+    from mmctx.data.sources.build import drop_content_duplicates
+
     # A missing --encoder is the first thing to say; the encoder used is what the summary records.
     opts = replace(opts, encoder=encoder_for(samples, opts.encoder))
+    # A repeated record is one item: curated twice, it could be two queries, or its own demo.
+    samples, duplicates = drop_content_duplicates(samples, root)
     check_pool(samples, opts.k, opts.demos)
     work = Path(out) / "curation"
     embeddings = embed_step(samples, root, work, opts.encoder, progress)
@@ -426,11 +432,14 @@ def curate_samples(samples: list[Sample], root: Path, out: Path, opts: CurateOpt
     rationales = rationales_step(bench, opts.rationales, work, opts.seed, opts.rationale_attempts) if opts.rationales else None
     bench.check()
     save_benchmark(bench, out)
+    left_out: dict[str, str] = {}
     if opts.fewmmbench_layout:
-        from mmctx.data.fewmmbench import save_fewmmbench_layout
+        from mmctx.data.fewmmbench import layout_left_out, save_fewmmbench_layout
 
+        left_out = layout_left_out(bench)
         save_fewmmbench_layout(bench, Path(out) / LAYOUT_DIR, skip_unsupported=True)
     figures = figures_step(embeddings, selections, retrievals, work / "figures", opts.projection) if opts.figures else []
     groups = summarize(selections, retrievals)
-    write_summary(work, groups, {"options": asdict(opts), "rationales": rationales})
-    return CurateOutcome(bench, groups, rationales, figures)
+    extra = {"options": asdict(opts), "rationales": rationales, "duplicates": duplicates, "layout_left_out": left_out}
+    write_summary(work, groups, extra)
+    return CurateOutcome(bench, groups, rationales, figures, duplicates, left_out)

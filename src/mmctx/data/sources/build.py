@@ -112,6 +112,59 @@ def pool_from_recipe(recipe: Recipe, conversions: dict[str, Conversion]) -> list
     return pool
 
 
+def content_key(sample: Sample, root: Path) -> tuple:
+    """What makes two samples the same item, whatever their ids and provenance.
+
+    The same task (pools are per task, so a copy in another task's pool never sits beside the
+    original), the same format, the same pictures (compared by the SHA-256 of their bytes, in
+    order, so a copied or renamed file still matches), the same question, statement and context
+    (whitespace collapsed, case kept), the same set of choices (their stored order does not
+    matter: options are shuffled per prompt) and the same answer. ``meta`` is not compared: it
+    holds provenance (file, line, index), which is what differs between repeated records. An
+    ``open`` item's blocks, answer type and gold are compared too.
+    """
+    from mmctx.prompts.messages import file_sha256
+
+    def text(value: str) -> str:
+        return " ".join(value.split())
+
+    images = []
+    for rel in sample.images:
+        path = Path(root) / rel
+        # An unreadable image is reported by the embedding step; here it is compared by its path.
+        images.append(file_sha256(str(path.resolve())) if path.is_file() else f"path:{rel}")
+    return (
+        sample.task,
+        sample.format,
+        tuple(images),
+        text(sample.question),
+        text(sample.statement),
+        text(sample.context),
+        tuple(sorted(text(c) for c in sample.choices)),
+        text(sample.answer),
+        # Context-learning items carry their text in blocks and their gold apart.
+        sample.model_dump_json(include={"blocks", "answer_type", "gold"}) if sample.format == "open" else "",
+    )
+
+
+def drop_content_duplicates(pool: list[Sample], root: Path) -> tuple[list[Sample], dict[str, list[str]]]:
+    """The pool with each item once (see `content_key`), and the ids dropped per id kept.
+
+    The first sample of a repeated item (in pool order: source, file, record) is kept. A repeated
+    record would otherwise be curated as several samples: two of its copies could be selected as
+    queries, or one be the other's "most similar" demo.
+    """
+    first: dict[tuple, str] = {}
+    kept, dropped = [], defaultdict(list)
+    for s in pool:
+        owner = first.setdefault(content_key(s, root), s.id)
+        if owner == s.id:
+            kept.append(s)
+        else:
+            dropped[owner].append(s.id)
+    return kept, dict(dropped)
+
+
 def drop_small_groups(pool: list[Sample], k: int, demos: int) -> tuple[list[Sample], dict[str, int]]:
     """The pool without groups too small to curate (k queries + demos), and those groups' sizes."""
     from mmctx.curate.pipeline import groups_of
@@ -147,8 +200,39 @@ def composition(benchmark_queries: list[Sample], benchmark_demos: list[Sample], 
     ]
 
 
-def write_build_report(out: Path, reports: list[SourceReport], table: list[dict]) -> Path:
+def write_build_report(
+    out: Path,
+    reports: list[SourceReport],
+    table: list[dict],
+    *,
+    duplicates: dict[str, list[str]] | None = None,
+    pool: list[Sample] | None = None,
+    small_groups: dict[str, int] | None = None,
+    needed: int | None = None,
+    left_out: dict | None = None,
+) -> Path:
+    """``OUT/curation/build.json``: per source what was converted, what the build dropped and why, and the table.
+
+    ``duplicates`` (kept id -> dropped ids, see `drop_content_duplicates`) is counted per source of
+    the dropped samples, looked up in ``pool`` (the pool before dropping); ``small_groups`` are the
+    groups skipped for having fewer than ``needed`` samples; ``left_out`` is what the FewMMBench
+    layout could not hold (`mmctx.data.fewmmbench.save_fewmmbench_layout`).
+    """
+    duplicates = duplicates or {}
+    source_of = {s.id: s.source for s in pool or []}
+    dropped = [d for ds in duplicates.values() for d in ds]
+    report = {
+        "sources": [r.__dict__ for r in reports],
+        "duplicates": {
+            "count": len(dropped),
+            "by_source": dict(sorted(Counter(source_of.get(d, "unknown") for d in dropped).items())),
+            "dropped_for": duplicates,
+        },
+        "skipped_groups": {name: {"samples": n, "needed": needed} for name, n in (small_groups or {}).items()},
+        "left_out_of_layout": left_out or {"count": 0},
+        "composition": table,
+    }
     path = Path(out) / "curation" / "build.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"sources": [r.__dict__ for r in reports], "composition": table}, indent=1) + "\n")
+    path.write_text(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
     return path
