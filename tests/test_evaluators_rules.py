@@ -203,6 +203,23 @@ def test_choice_answer_line_with_choices():
     assert v.score == 0.0 and v.prediction == "C"
 
 
+def test_choice_contradictory_or_looping_answer_lines_are_unparsed_not_their_last_flip():
+    s = open_sample("Insight-O3", "choice", "option", "A", choices=COLORS)
+    for reply in (
+        "Answer: A. Answer: B. Answer: C. Answer: D. Answer: A".replace(". ", "\n"),
+        "Answer: A\nNo wait.\nAnswer: B\n" * 20,
+        "Answer: B\nAnswer: A",
+    ):
+        found, v = run(s, reply)
+        assert not found.parsed and found.rule == "contradictory", reply
+        assert v is None and "contradict" in found.issue
+    # A restated answer and one announced correction still parse.
+    found, v = run(s, "Answer: A\nAnswer: A")
+    assert found.answer == "A" and v.score == 1.0
+    found, _ = run(s, "Answer: B\nWait, the red one is on the left.\nAnswer: A")
+    assert found.answer == "A" and found.rule == "answer_line"
+
+
 def test_choice_letters_from_question_and_mirbench_option_form():
     question = "Which figure shows the trend?\nA. Figure 1\nB. Figure 2\n(C) Figure 3"
     s = open_sample("MIRBench", "choice", "option", "C", question=question)

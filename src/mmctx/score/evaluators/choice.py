@@ -11,6 +11,9 @@ Extraction, first rule that yields a valid letter wins:
   ``extract_choice`` the shared multiple-choice extractor (`mmctx.score.extract`), run over
                      the option texts when they are known (``choices`` or parsed from the
                      question), e.g. "I pick the red one" → the option whose text is "red".
+Before them, ``Answer:`` lines that name different letters without a revision cue between them
+("Answer: A. Answer: B.") or loop back ("A ... B ... A") make the reply unparsed: its last flip
+is wherever the token limit cut, not an answer.
 A marker's value is read as a letter only when it IS a label: "B", "(B)", "B.", "B. red",
 "B) red", "Option B", "**B**"; "A dog" is not option A. A value naming two letters ("B, C",
 "B or C") is refused. Nothing found → ``Extraction(None, issue=…)`` in words fit for the
@@ -24,9 +27,10 @@ from dataclasses import dataclass
 
 from mmctx.schema import Sample
 from mmctx.score.extract import extract_choice
+from mmctx.score.extract.contradictions import Statement, contradiction
 
 from .base import Extraction, Judge, Verdict, register
-from .text import answer_line, boxed, final_answer_text, strip_markup
+from .text import answer_line, answer_lines, boxed, final_answer_text, strip_markup
 
 DEFAULT_LETTERS: tuple[str, ...] = tuple("ABCDEF")
 
@@ -110,6 +114,10 @@ def extract_letter(sample: Sample, response: str) -> Extraction:
     text = final_answer_text(response)
     if not text:
         return Extraction(None, issue="the response is empty; end with a line 'Answer: <letter>'")
+    conflict = contradictory_answer_lines(text, labels)
+    if conflict:
+        issue = f"the final answers contradict each other ({conflict}); end with one line 'Answer: <letter>'"
+        return Extraction(None, "contradictory", issue)
     issues: list[str] = []
     for rule, value in (
         ("answer_line", answer_line(text)),
@@ -128,6 +136,20 @@ def extract_letter(sample: Sample, response: str) -> Extraction:
             return Extraction(labels[found.index], f"extract_choice:{found.rule}")
     issue = issues[0] if issues else f"no final line 'Answer: <letter>' naming one option ({_span(labels)})"
     return Extraction(None, issue=issue)
+
+
+def contradictory_answer_lines(text: str, labels: list[str]) -> str:
+    """The conflicting ``Answer:`` lines of a looping or self-contradicting reply, "" when consistent.
+
+    The last line wins only when the ones before it agree or were revised with a cue ("Wait, ...");
+    "Answer: A ... Answer: B ... Answer: A" is `contradiction`'s loop, never scored by its last flip.
+    """
+    stated = []
+    for m in answer_lines(text):
+        letter, _ = read_letter(strip_markup(m.group("value")), labels)
+        if letter is not None:
+            stated.append(Statement(m.start(), m.end(), letter, m.group().strip()))
+    return contradiction(text, stated)
 
 
 def score_letter(sample: Sample, answer: str, **detail: object) -> Verdict:

@@ -85,9 +85,14 @@ def _marker_line(marker: str) -> re.Pattern[str]:
     )
 
 
+def answer_lines(text: str, marker: str = "Answer") -> list[re.Match[str]]:
+    """Every line starting with ``<marker>:``, in text order (group ``value`` holds what follows)."""
+    return list(_marker_line(marker).finditer(text or ""))
+
+
 def answer_line(text: str, marker: str = "Answer") -> str | None:
     """The value of the last line starting with ``<marker>:``; None when there is none or it is empty."""
-    matches = list(_marker_line(marker).finditer(text or ""))
+    matches = answer_lines(text, marker)
     if not matches:
         return None
     last = matches[-1]
