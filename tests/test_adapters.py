@@ -395,7 +395,7 @@ def few_shot(images) -> tuple[Message, ...]:
     )
 
 
-@pytest.mark.parametrize("tiny, family", [("idefics3", "idefics"), ("llava", "llava")])
+@pytest.mark.parametrize("tiny, family", [("idefics3", "idefics"), ("llava", "llava"), ("qwen2_vl", "qwen_vl")])
 def test_default_path_families_run_on_tiny_checkpoints(tiny_models, image_parts, tiny, family):
     """Real-checkpoint test: the adapter's processor_kwargs are accepted, then generate and score run."""
     backend = HFBackend(str(tiny_models[tiny]), adapter=family, device="cpu", dtype="float32")
@@ -404,6 +404,9 @@ def test_default_path_families_run_on_tiny_checkpoints(tiny_models, image_parts,
     if family == "idefics":
         image_processor = backend.processor.image_processor
         assert image_processor.do_image_splitting is False and image_processor.size.longest_edge == 448
+    if family == "qwen_vl":  # loads whether or not torchvision (for the unused video processor) is installed
+        caps = adapter_for("Qwen/Qwen2-VL-7B-Instruct").processor_kwargs
+        assert backend.processor.image_processor.size.longest_edge == caps["max_pixels"]
     generation = backend.generate([GenerateRequest(few_shot(image_parts), max_new_tokens=3)])[0]
     assert generation.error is None and generation.prompt_tokens > 0 and generation.output_tokens >= 1
     scores = backend.score([ScoreRequest(few_shot(image_parts), ("green", "red"))])[0]
