@@ -501,8 +501,8 @@ def build_fewmmbench(
     if left_out:
         reasons = Counter(left_out.values())
         console.print(
-            f"[yellow]left out of {out / LAYOUT_DIR}[/yellow]: {len(left_out)} sample(s) the FewMMBench layout "
-            "cannot hold (demo keys to them removed there; listed in curation/build.json)"
+            f"[yellow]left out of {escape(str(out / LAYOUT_DIR))}[/yellow]: {len(left_out)} sample(s) the FewMMBench "
+            "layout cannot hold (demo keys to them removed there; listed in curation/build.json)"
         )
         for reason, n in reasons.most_common(5):
             console.print(f"  {n} × {escape(reason)}", soft_wrap=True)
