@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from mmctx.data.disk import load_benchmark, save_benchmark
+from mmctx.jsonl import read_jsonl
 from mmctx.models import load_backend
 from mmctx.models.base import Capabilities
 from mmctx.run.evaluate import evaluate, rescore
@@ -55,7 +56,7 @@ def test_run_scores_every_request_and_resumes_from_the_store(shapes_bench, tmp_p
     assert manifest["model"]["name"] == "builtin:tiny-idefics3"
     assert manifest["config"]["preset"] == "fewmmbench" and manifest["config"]["seed"] == 0
     assert manifest["config"]["limits"] == {"max_new_tokens": 6, "cot_max_new_tokens": 12}
-    requests = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
+    requests = read_jsonl(run / "requests.jsonl")
     assert all(r["key"] and r["options"] and "demo_ids" in r for r in requests)
     assert any(len(r["demo_ids"]) == 4 for r in requests)
 
@@ -130,27 +131,57 @@ def _run_cli(bench: Path, run: Path) -> list[str]:
     ]  # fmt: skip
 
 
+# The child: the real `mmctx` command line, instrumented to stop itself (SIGSTOP) when it is
+# about to commit a batch while STOP_AFTER responses are already stored, i.e. with a batch in
+# flight. The parent kills it only once it is stopped, so the kill lands mid-run on any machine,
+# however loaded, instead of after a guessed number of seconds.
+STOP_AFTER = 8
+_STOPPING_CHILD = f"""
+import os, signal, sys
+from mmctx.run.store import ResponseStore
+
+commit = ResponseStore.put_many
+
+def stop_with_a_batch_in_flight(self, rows):
+    if len(self) >= {STOP_AFTER}:
+        os.kill(os.getpid(), signal.SIGSTOP)
+    commit(self, rows)
+
+ResponseStore.put_many = stop_with_a_batch_in_flight
+from mmctx.cli import main
+main()
+"""
+
+
+def _wait_until_stopped(proc: subprocess.Popen, deadline_s: float) -> None:
+    """Block until ``proc`` stops itself; fail if it exits first or the (generous) deadline passes."""
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        pid, status = os.waitpid(proc.pid, os.WUNTRACED | os.WNOHANG)
+        if pid:
+            assert os.WIFSTOPPED(status), f"the run ended (status {status}) before it stored {STOP_AFTER} responses"
+            return
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail(f"the run did not store {STOP_AFTER} responses within {deadline_s:.0f}s")
+
+
 def test_sigkill_then_resume_equals_an_uninterrupted_run(shapes_bench, tmp_path):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     whole = tmp_path / "whole"
     subprocess.run(_run_cli(shapes_bench, whole), check=True, env=env, capture_output=True)
     killed = tmp_path / "killed"
-    proc = subprocess.Popen(_run_cli(shapes_bench, killed), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        if (killed / STORE).exists() and _stored_rows(killed) >= 8:
-            break
-        time.sleep(0.05)
+    child = [sys.executable, "-c", _STOPPING_CHILD, *_run_cli(shapes_bench, killed)[3:]]
+    proc = subprocess.Popen(child, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _wait_until_stopped(proc, deadline_s=1800)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     partial = _stored_rows(killed)
-    total = sum(1 for _ in open(whole / "requests.jsonl"))
-    assert 8 <= partial < total, "the kill must land mid-run for this test to mean anything"
+    total = len(read_jsonl(whole / "requests.jsonl"))
+    assert STOP_AFTER <= partial < total, "the kill must land mid-run for this test to mean anything"
     subprocess.run(_run_cli(shapes_bench, killed), check=True, env=env, capture_output=True)
     assert _stored_rows(killed) == total  # nothing lost, nothing duplicated
-    a = [json.loads(line) for line in open(whole / "results.jsonl")]
-    b = [json.loads(line) for line in open(killed / "results.jsonl")]
-    assert a == b
+    assert read_jsonl(whole / "results.jsonl") == read_jsonl(killed / "results.jsonl")
     assert rescore(killed)[0] == rescore(whole)[0]
 
 
