@@ -195,7 +195,7 @@ class ImageRefused(ValueError):
 
 # What Pillow may decode here: raster formats only. SVG is not among them (Pillow cannot read
 # it, and it may carry script), nor formats whose decoders run other programs (EPS: Ghostscript).
-DECODABLE = ("PNG", "JPEG", "MPO", "GIF", "WEBP", "BMP", "TIFF")
+DECODABLE = ("PNG", "JPEG", "GIF", "WEBP", "BMP", "TIFF")
 _PNG_MODES = {"1", "L", "LA", "P", "RGB", "RGBA", "I", "I;16"}
 
 
@@ -203,9 +203,9 @@ def reencode_image(data: bytes) -> tuple[bytes, str]:
     """``(bytes, ".png" | ".jpg")``: the image decoded by Pillow and written afresh, the only way
     an image reaches the site, so nothing but pixels survives (no script, no markup, no metadata).
 
-    A JPEG is written again as a JPEG (quality 95, to keep the site small); everything else as a
-    lossless PNG. An animation keeps its first frame, as a model given the file through Pillow
-    sees it. Raises `ImageRefused` for anything Pillow cannot decode as one of `DECODABLE` (SVG,
+    A JPEG is written again as a JPEG with its own quantisation tables (about its size and look; a
+    CMYK one as RGB at quality 95); everything else as a lossless PNG. An animation keeps its first
+    frame, as a model given the file through Pillow sees it. Raises `ImageRefused` for anything Pillow cannot decode as one of `DECODABLE` (SVG,
     HTML, a truncated file, a decompression bomb).
     """
     from PIL import Image
@@ -216,9 +216,13 @@ def reencode_image(data: bytes) -> tuple[bytes, str]:
         with Image.open(io.BytesIO(data), formats=DECODABLE) as image:
             image.load()
             fmt = image.format
-            if fmt in ("JPEG", "MPO") and image.mode in ("L", "RGB", "CMYK"):
-                out, ext = image.convert("RGB") if image.mode == "CMYK" else image, ".jpg"
-                save: dict[str, Any] = {"format": "JPEG", "quality": 95}
+            if fmt in ("JPEG", "MPO") and image.mode in ("L", "RGB"):
+                # the source's own quantisation tables and subsampling: about its size and quality
+                out, ext = image, ".jpg"
+                save: dict[str, Any] = {"format": "JPEG", "quality": "keep", "subsampling": "keep"}
+            elif fmt in ("JPEG", "MPO") and image.mode == "CMYK":
+                out, ext = image.convert("RGB"), ".jpg"
+                save = {"format": "JPEG", "quality": 95}
             else:
                 out, ext = image, ".png"
                 if out.mode not in _PNG_MODES:
@@ -797,7 +801,7 @@ def markdown_to_html(markdown: str) -> str:
     `markdown_plain` and then HTML-escaped, so a name shows as exactly itself.
     """
     out: list[str] = []
-    lines = markdown.splitlines()
+    lines = re.split(r"\r\n|\r|\n", markdown)  # Markdown's line endings; not splitlines' U+2028 & co
     i = 0
     while i < len(lines):
         line = lines[i].strip()
