@@ -51,7 +51,8 @@ def _echoing(server_of: list[ChatServer], reply: str | None = None, judge=None):
 
 def _leaks(folder: Path) -> list[str]:
     """Files under ``folder`` whose bytes hold the key (SQLite write-ahead logs included)."""
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes())
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    return sorted(str(p.relative_to(folder)) for p in files if KEY.encode() in p.read_bytes())
 
 
 def test_a_key_echoed_in_replies_and_errors_is_stored_nowhere(shapes_bench, tmp_path, monkeypatch):

@@ -43,7 +43,10 @@ def test_context_run_score_and_reports_keep_separator_characters_inside_records(
     suite = tmp_path / "suite"
     bench = write_toy_suite(suite)
     kept = [q for q in bench.queries if q.task == "Insight-O3"]
-    odd = [q.model_copy(update={"question": q.question.replace("?", f"?{SEPARATORS} Look{SEPARATORS}closely.", 1)}) for q in kept]
+    odd = [
+        q.model_copy(update={"question": q.question.replace("?", f"?{SEPARATORS} Look{SEPARATORS}closely.", 1)})
+        for q in kept
+    ]
     write_clbench(odd, suite)
     assert all(SEPARATORS in q.question for q in load_clbench(suite).queries)
 
@@ -55,7 +58,8 @@ def test_context_run_score_and_reports_keep_separator_characters_inside_records(
     run = tmp_path / "run"
     with ChatServer(answer=answer) as server:
         model = f"openai:mock-vlm@{server.base_url}"
-        _ok("clbench", "run", str(suite), "--model", model, "--out", str(run), "--no-progress", "--max-new-tokens", "64")
+        _ok("clbench", "run", str(suite), "--model", model, "--out", str(run), "--no-progress",
+            "--max-new-tokens", "64")  # fmt: skip
     requests = read_jsonl(run / "requests.jsonl")
     assert len(requests) == _raw_lines(run / "requests.jsonl") == 2
     assert all(SEPARATORS in r["prompt_text"] for r in requests)

@@ -105,11 +105,13 @@ class ResponseStore:
                 [self._row(k, rid, kind, payload, err, now) for k, rid, kind, payload, err in rows],
             )
 
-    def _row(self, key: str, request_id: str, kind: str, payload: dict[str, Any], error: str | None, now: float) -> tuple:
+    def _row(
+        self, key: str, request_id: str, kind: str, payload: dict[str, Any], error: str | None, now: float
+    ) -> tuple:
         if self._secrets:
             clean, clean_error = redact_secrets(payload, self._secrets), redact_secrets(error, self._secrets)
             if clean != payload or clean_error != error:
-                log.warning("the response to %s held a configured API key; stored with it replaced by %s", request_id, REDACTED)
+                log.warning("the response to %s held a configured API key; stored as %s", request_id, REDACTED)
             payload, error = clean, clean_error
         return (key, request_id, kind, json.dumps(payload, ensure_ascii=False), error, now)
 
