@@ -81,7 +81,8 @@ def read_samples(path: Path) -> list[Sample]:
                     try:
                         row[col] = json.loads(row[col])
                     except json.JSONDecodeError as exc:
-                        raise TableError(f"{where}: field {col!r} is not JSON ({exc.msg}, column {exc.colno})") from None
+                        reason = f"{exc.msg}, column {exc.colno}"
+                        raise TableError(f"{where}: field {col!r} is not JSON ({reason})") from None
             try:
                 samples.append(Sample.model_validate(row))
             except ValueError as exc:

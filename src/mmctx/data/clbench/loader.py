@@ -127,13 +127,16 @@ def record_to_sample(record: dict[str, Any], where: str = "record") -> Sample:
         found = _non_finite(value, field)
         if found:
             raise SuiteFormatError(
-                f"{where}: field {found[0]!r} is {json.dumps(found[1])}; numbers must be finite (JSON has no NaN or Infinity)"
+                f"{where}: field {found[0]!r} is {json.dumps(found[1])}; "
+                "numbers must be finite (JSON has no NaN or Infinity)"
             )
     for field in ("answer_type", "evaluator", "level"):
         if record.get(field) is not None and not isinstance(record[field], str):
             raise _bad_field(where, field, "text", record[field])
     if record.get("answer_type") and record["answer_type"] not in ANSWER_TYPES:
-        raise SuiteFormatError(f"{where}: field 'answer_type' must be one of {list(ANSWER_TYPES)}, not {record['answer_type']!r}")
+        raise SuiteFormatError(
+            f"{where}: field 'answer_type' must be one of {list(ANSWER_TYPES)}, not {record['answer_type']!r}"
+        )
     meta = record.get("meta")
     if meta is not None and not isinstance(meta, dict):
         raise _bad_field(where, "meta", "an object", meta)
@@ -177,7 +180,8 @@ def _blocks(record: dict[str, Any], where: str) -> list[ContextBlock]:
             f"{where}: give either 'context' blocks or a 'query' with <image> placeholders, not both"
         )
     if "query" in record:
-        return blocks_from_query(_text(record, "query", where), _scalar_list(record, "images", where, "image paths"), where)
+        images = _scalar_list(record, "images", where, "image paths")
+        return blocks_from_query(_text(record, "query", where), images, where)
     context = record.get("context")
     if context is None:
         return []
