@@ -100,6 +100,7 @@ def test_build_converts_pools_by_recipe_and_curates(sources_root, clip, tmp_path
     assert "VSR" in {row["source"] for row in rows if row["task"] == "spatial_relations" and row["kind"] == "caption_foil"}
     assert report["skipped_groups"] == {"counting__mcqa": {"samples": 1, "needed": 2}}
     assert report["duplicates"]["count"] == 0
+    assert report["surface_cues"] == []  # VALSE's casing cue is gone: the converter capitalises both texts
     r = CliRunner().invoke(app, ["validate", str(out)])
     assert r.exit_code == 0, r.output
     _assert_the_layout_holds_what_it_can(out, report)
@@ -172,3 +173,56 @@ def test_repeated_source_records_are_curated_once_and_counted(sources_root, clip
     }
     gvt_pool = sum(row["pool"] for row in report["composition"] if row["source"] == "GVTBench")
     assert gvt_pool == len(records) + len(json.loads((repeated / "gvtbench" / "GVTBench" / "vcr_mci.json").read_text()))
+
+
+def test_when_nothing_can_be_curated_every_error_is_reported(tmp_path):
+    sources = tmp_path / "sources"
+    folder = sources / "gvtbench" / "GVTBench"
+    folder.mkdir(parents=True)
+    bad = [{"image_id": i, "text_in": "Is there a dog?", "text_out": "Perhaps."} for i in range(7)]
+    for name in ("coco_mci", "vcr_mci"):
+        (folder / f"{name}.json").write_text(json.dumps(bad))
+    out = tmp_path / "b"
+    r = CliRunner().invoke(
+        app, ["build", "fewmmbench", "--sources", str(sources), "--out", str(out), "--encoder", "clip:unused"]
+    )
+    assert r.exit_code == 2, r.output
+    report_path = out / "curation" / "build.json"
+    assert "no samples left to curate" in r.output and str(report_path) in r.output.replace("\n", "")
+    # per record: the bad answer and the missing image; five shown, the count of the rest, all in build.json
+    assert r.output.count("error gvtbench") == 5 and "and 23 more error(s)" in r.output, r.output
+    (gvt,) = [s for s in json.loads(report_path.read_text())["sources"] if s["name"] == "gvtbench"]
+    assert len(gvt["errors"]) == 28 and sum("Perhaps." in e for e in gvt["errors"]) == 14
+
+
+def test_build_reports_a_surface_cue_of_its_pool(clip, tmp_path):
+    import base64
+    import io
+
+    from PIL import Image
+
+    from fixtures.sources_synth_b import mmbench_row, write_mmbench
+
+    def picture(i: int) -> str:
+        buf = io.BytesIO()
+        Image.new("RGB", (16, 16), (20 * i, 255 - 20 * i, 7 * i)).save(buf, format="PNG")
+        return base64.b64encode(buf.getvalue()).decode()
+
+    # The correct option alone ends in a period, in every one of 12 questions: pickable unseen.
+    rows = [
+        mmbench_row(i, "attribute_recognition", ["red.", "green", "blue", "white"], "A", picture(i))
+        for i in range(12)
+    ]
+    write_mmbench(tmp_path / "sources", rows=rows)
+    out = tmp_path / "b"
+    r = CliRunner().invoke(
+        app,
+        ["build", "fewmmbench", "--sources", str(tmp_path / "sources"), "--out", str(out), "--encoder",
+         f"clip:{clip}", "--k", "1", "--demos", "1", "--no-figures", "--duplicate-cosine", "0.99999"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "surface cue attribute_recognition: the correct option ends in punctuation in 12 of 12" in r.output
+    (cue,) = json.loads((out / "curation" / "build.json").read_text())["surface_cues"]
+    assert (cue["task"], cue["feature"], cue["hits"], cue["informative"]) == (
+        "attribute_recognition", "trailing_punctuation", 12, 12,
+    )  # fmt: skip

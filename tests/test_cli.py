@@ -53,6 +53,20 @@ def test_validate_prints_every_problem(shapes_bench, tmp_path):
     assert f"demos[{bench.demos[0].id}].images[0]: corrupt image file" in r.output
 
 
+def test_validate_warns_of_a_surface_cue_without_failing(shapes_bench, tmp_path):
+    bench = load_benchmark(shapes_bench)
+    template = next(q for q in bench.queries if q.task == "plurality")
+    for i in range(12):  # VALSE's pattern: the true caption lower-case, the foil capitalised
+        caption, foil = f"there are {i + 2} squares.", f"There is {i + 3} square."
+        bench.queries.append(
+            template.model_copy(update={"id": f"cue/{i}", "choices": [foil, caption], "answer": caption})
+        )
+    r = invoke("validate", save_benchmark(bench, tmp_path / "cued"))
+    assert r.exit_code == 0, r.output
+    assert "surface cue" in r.output and "plurality: the correct option starts lower-case in 12 of 12" in r.output
+    assert "surface cue" not in invoke("validate", shapes_bench).output
+
+
 def test_run_score_report(shapes_bench, tmp_path):
     common = ["--settings", "0-shot,4-similar", "--limit", "1", "--max-new-tokens", "4", "--no-progress"]
     r = invoke("run", shapes_bench, "--model", "builtin:tiny-llava", "--out", tmp_path / "a", *common)

@@ -29,7 +29,12 @@ def validate(
     path: Path = typer.Argument(..., help="Benchmark folder."),
     preset: str = typer.Option("fewmmbench", help="Prompt preset the run will use (its option labels)."),
 ) -> None:
-    """Check a benchmark and print every problem found (exit 1 if any): what a run refuses, this refuses."""
+    """Check a benchmark and print every problem found (exit 1 if any): what a run refuses, this refuses.
+
+    Surface cues (the correct option told apart by its text alone: case, final punctuation, length)
+    are printed as warnings and do not change the exit code.
+    """
+    from mmctx.curate.cues import find_surface_cues
     from mmctx.data.disk import load_benchmark
     from mmctx.prompts.build import preset_problems
     from mmctx.prompts.presets import get_preset
@@ -42,6 +47,10 @@ def validate(
     problems = bench.validate() + preset_problems(bench, chosen)
     for p in problems:
         print(p)
+    # A cue is a warning, not a problem: the benchmark runs, but its scores may not need the image.
+    cues = find_surface_cues(bench.queries) + find_surface_cues(bench.demos, key=lambda s: f"{s.task} (demos)")
+    for cue in cues:
+        console.print(f"[yellow]surface cue[/yellow] {escape(cue.describe())}", soft_wrap=True)
     n_demo = len(bench.demos)
     if problems:
         console.print(f"[red]{len(problems)} problem(s)[/red] in {len(bench.queries)} queries, {n_demo} demos")
@@ -448,6 +457,7 @@ def build_fewmmbench(
 
     from collections import Counter
 
+    from mmctx.curate.cues import find_surface_cues
     from mmctx.curate.pipeline import LAYOUT_DIR, CurateOptions, CurationError, curate_samples
     from mmctx.data.sources.build import (
         COMPOSITION_COUNTS,
@@ -465,6 +475,7 @@ def build_fewmmbench(
     except (ValueError, OSError) as exc:
         _fail(str(exc))
     conversions, reports = convert_sources(sources_dir, plan.sources)
+    report_path = out / "curation" / "build.json"
     for r in reports:
         if not r.present:
             console.print(f"[yellow]missing[/yellow] {r.name}: no folder {sources_dir / r.name}; skipped")
@@ -472,6 +483,8 @@ def build_fewmmbench(
             console.print(f"{r.name}: {r.samples} samples, skipped by rule {r.skipped or '{}'}, {len(r.errors)} errors")
             for e in r.errors[:5]:
                 console.print(f"  [red]error[/red] {escape(e)}", soft_wrap=True)
+            if len(r.errors) > 5:
+                console.print(f"  ... and {len(r.errors) - 5} more error(s), all in {escape(str(report_path))}")
     recipe_pool = pool_from_recipe(plan, conversions)
     pool, duplicates = drop_content_duplicates(recipe_pool, sources_dir)
     if duplicates:
@@ -485,8 +498,14 @@ def build_fewmmbench(
     pool, small = drop_small_groups(pool, k, demos)
     for name, size in small.items():
         console.print(f"[yellow]skipped group[/yellow] {name}: {size} samples, fewer than k + demos = {k + demos}")
+    cues = find_surface_cues(pool)
+    for cue in cues:
+        console.print(f"[yellow]surface cue[/yellow] {escape(cue.describe())}", soft_wrap=True)
     if not pool:
-        _fail("no samples left to curate: the recipe's sources are missing or too small")
+        write_build_report(
+            out, reports, [], duplicates=duplicates, pool=recipe_pool, small_groups=small, needed=k + demos, cues=cues
+        )
+        _fail(f"no samples left to curate: the recipe's sources are missing or too small (details: {report_path})")
     opts = CurateOptions(
         encoder=encoder, k=k, demos=demos, seed=seed, rationales=rationales, figures=figures,
         duplicate_cosine=duplicate_cosine,
@@ -510,7 +529,7 @@ def build_fewmmbench(
     left_out_report = {"count": len(left_out), "by_reason": dict(Counter(left_out.values())), "samples": left_out}
     write_build_report(
         out, reports, rows, duplicates=duplicates, pool=recipe_pool, small_groups=small, needed=k + demos,
-        left_out=left_out_report,
+        left_out=left_out_report, cues=cues,
     )  # fmt: skip
     columns = ("task", "kind", "source", *COMPOSITION_COUNTS)
     table = Table(*columns, caption="similar_demos: as in the paper's Table 2; random_only_demos: drawn only at random")

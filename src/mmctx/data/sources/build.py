@@ -210,13 +210,15 @@ def write_build_report(
     small_groups: dict[str, int] | None = None,
     needed: int | None = None,
     left_out: dict | None = None,
+    cues: list | None = None,
 ) -> Path:
     """``OUT/curation/build.json``: per source what was converted, what the build dropped and why, and the table.
 
     ``duplicates`` (kept id -> dropped ids, see `drop_content_duplicates`) is counted per source of
     the dropped samples, looked up in ``pool`` (the pool before dropping); ``small_groups`` are the
     groups skipped for having fewer than ``needed`` samples; ``left_out`` is what the FewMMBench
-    layout could not hold (`mmctx.data.fewmmbench.save_fewmmbench_layout`).
+    layout could not hold (`mmctx.data.fewmmbench.save_fewmmbench_layout`); ``cues`` are the pool's
+    surface cues (`mmctx.curate.cues.SurfaceCue`), each with its one-line description.
     """
     duplicates = duplicates or {}
     source_of = {s.id: s.source for s in pool or []}
@@ -230,6 +232,7 @@ def write_build_report(
         },
         "skipped_groups": {name: {"samples": n, "needed": needed} for name, n in (small_groups or {}).items()},
         "left_out_of_layout": left_out or {"count": 0},
+        "surface_cues": [{**c.__dict__, "description": c.describe()} for c in cues or []],
         "composition": table,
     }
     path = Path(out) / "curation" / "build.json"
