@@ -226,3 +226,23 @@ def test_build_reports_a_surface_cue_of_its_pool(clip, tmp_path):
     assert (cue["task"], cue["feature"], cue["hits"], cue["informative"]) == (
         "attribute_recognition", "trailing_punctuation", 12, 12,
     )  # fmt: skip
+
+
+def test_a_source_whose_images_are_a_link_to_a_shared_copy_builds(sources_root, clip, tmp_path):
+    import shutil
+
+    linked = tmp_path / "linked"
+    shutil.copytree(sources_root, linked, symlinks=True)
+    shared = tmp_path / "shared-coco" / "val2017"  # outside the sources folder, as a shared COCO copy is
+    shutil.move(linked / "gvtbench" / "val2017", shared)
+    (linked / "gvtbench" / "val2017").symlink_to(shared, target_is_directory=True)
+    out = tmp_path / "b"
+    r = CliRunner().invoke(
+        app,
+        ["build", "fewmmbench", "--sources", str(linked), "--out", str(out), "--encoder", f"clip:{clip}",
+         "--k", "1", "--demos", "1", "--no-figures", "--duplicate-cosine", "0.99999"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    bench_images = [p for p in out.rglob("*") if "val2017" in p.parts and p.is_file()]
+    assert bench_images and not any(p.is_symlink() for p in bench_images)  # copied in, no link out
+    assert CliRunner().invoke(app, ["validate", str(out)]).exit_code == 0

@@ -267,7 +267,11 @@ def build_benchmark(samples: list[Sample], root: Path, retrievals: dict, name: s
             queries.append(by_id[qid].model_copy(update={"demo_keys": {"similar": keys["similar"], "random": keys["random"]}}))
             demo_ids += keys["similar"] + keys["random"]
     demos = [by_id[d].model_copy(update={"demo_keys": {}}) for d in dict.fromkeys(demo_ids)]
-    return Benchmark(name=name, queries=queries, demos=demos, root=root, description="curated by mmctx curate")
+    # The samples come from the user's own source folders, where image sets are often links to a
+    # shared copy; saving copies the files, so the written benchmark holds no link.
+    return Benchmark(
+        name=name, queries=queries, demos=demos, root=root, description="curated by mmctx curate", confine_links=False
+    )
 
 
 @dataclass(frozen=True)
