@@ -288,6 +288,19 @@ def test_a_non_finite_tolerance_in_memory_is_a_gold_problem():
     assert schema.gold_problem("point", {"xy": [1.0, float("inf")], "radius": 1.0})
 
 
+def test_a_point_gold_is_three_dimensional_as_courtsi_or_planar():
+    assert schema.gold_problem("point", {"xyz": [1.0, 2.0, 0.4], "radius": 0.3}) is None
+    assert schema.gold_problem("point", {"xy": [1.0, 2.0], "radius": 0.3}) is None
+    for bad in (
+        {"xyz": [1.0, 2.0], "radius": 0.3},  # two coordinates under the 3-D key
+        {"xy": [1.0, 2.0, 0.4], "radius": 0.3},
+        {"xyz": [1.0, 2.0, 0.4], "xy": [1.0, 2.0], "radius": 0.3},  # which one is gold?
+        {"xyz": [1.0, 2.0, True], "radius": 0.3},
+        {"xyz": [1.0, 2.0, 0.4], "radius": 0},
+    ):
+        assert schema.gold_problem("point", bad), bad
+
+
 @pytest.mark.parametrize("content", ["", "\n\n", "\ufeff\n"])
 def test_an_empty_suite_is_refused(tmp_path, content):
     suite = tmp_path / "suite"

@@ -117,6 +117,9 @@ def test_repair_asks_once_more_and_keeps_both_attempts(toy, tmp_path):
     repair_prompts = [t for t in asked if "could not be parsed for evaluation" in t]
     assert len(repair_prompts) == 18 and all("I cannot tell." in t for t in repair_prompts)
     assert any("Required format: End with exactly one final line: ROE: <value>%" in t for t in repair_prompts)
+    # CourtSI's subset suffix is the generic "Answer: <answer>"; a point item is asked for its point
+    (court_point,) = [t for t in repair_prompts if "player B's head" in t]
+    assert "Required format: End with exactly one final line: Answer: (x, y, z)" in court_point
     with sqlite3.connect(tmp_path / "run" / "responses.sqlite") as db:
         kinds = dict(db.execute("SELECT kind, COUNT(*) FROM responses GROUP BY kind").fetchall())
     assert kinds == {"generate": 18, "repair": 18}

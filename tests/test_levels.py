@@ -247,9 +247,10 @@ def test_map_score_and_courtsi_metric_split_are_reported_beside_the_scores():
         row(1, "CourtSI", "courtsi", "scored", 0.4, answer_type="number"),
         row(2, "CourtSI", "courtsi", "scored", 0.8, answer_type="number"),
         row(3, "CourtSI", "courtsi", "unparsed", 0.0, answer_type="point"),
+        row(4, "CourtSI", "courtsi", "scored", 0.0, answer_type="number", metric="MA"),  # a counting question
     ]
     scores = aggregate(rows)
     assert scores.sub_scores["ReasonMap-Short"]["map score"] == pytest.approx((1.25 / 3, 3))
-    assert scores.sub_scores["CourtSI"] == {"MA": (1.0, 1), "MRA": (pytest.approx(0.6), 2), "LocA": (0.0, 1)}
+    assert scores.sub_scores["CourtSI"] == {"MA": (0.5, 2), "MRA": (pytest.approx(0.6), 2), "LocA": (0.0, 1)}
     notes = " ".join(table3_notes({"m": scores}))
     assert "ReasonMap-Short map score 0.4167 (n=3)" in notes and "CourtSI MRA 0.6000 (n=2)" in notes

@@ -656,7 +656,8 @@ def _demo_clbench(out: Path, model: str) -> None:
     from mmctx.models import load_backend
     from mmctx.report.clbench_tables import table2_markdown, write_clbench_report
     from mmctx.run.context import ContextConfig, run_context
-    from mmctx.score.levels import aggregate, read_jsonl
+    from mmctx.jsonl import read_jsonl
+    from mmctx.score.levels import aggregate
 
     bench = write_toy_suite(out / "suite")
     backend = load_backend(model)

@@ -105,7 +105,8 @@ class Sample(BaseModel):
         "variant": "short" | "long_num_via" | "long_via"}`` (ReasonMap's own fields).
       - ``rubrics``: a non-empty list of rubric strings (CL-bench).
       - ``conclusions``: a non-empty list of reference conclusion strings.
-      - ``point``: ``{"xy": [x, y], "radius": r}`` (CourtSI localisation).
+      - ``point``: ``{"xyz": [x, y, z], "radius": r}`` (CourtSI localisation: a hit is a distance
+        strictly below ``r``), or ``{"xy": [x, y], "radius": r}`` for a point on a plane.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -457,9 +458,11 @@ def gold_problem(answer_type: str | None, gold: Any) -> str | None:
             return f"route gold's variant must be short, long_num_via or long_via, not {gold.get('variant')!r}"
         return None
     if answer_type == "point":
-        xy = gold.get("xy") if isinstance(gold, dict) else None
-        if not (isinstance(xy, list) and len(xy) == 2 and all(is_number(v) for v in xy)):
-            return f"point gold must be {{'xy': [x, y], 'radius': r}}, not {gold!r}"
+        keys = [k for k in ("xyz", "xy") if isinstance(gold, dict) and k in gold]
+        coords = gold[keys[0]] if len(keys) == 1 else None
+        dims = {"xyz": 3, "xy": 2}.get(keys[0]) if len(keys) == 1 else None
+        if not (isinstance(coords, list) and len(coords) == dims and all(is_number(v) for v in coords)):
+            return f"point gold must be {{'xyz': [x, y, z], 'radius': r}} or {{'xy': [x, y], 'radius': r}}, not {gold!r}"
         if not (is_number(gold.get("radius")) and gold["radius"] > 0):
             return "point gold needs a positive radius"
         return None

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mmctx.prompts.messages import ImagePart, Message, Part, Prompt, TextPart
-from mmctx.schema import ContextBlock, Sample
+from mmctx.schema import ContextBlock, Sample, resolve_image
 
 DEFAULT_SYSTEM = "You are a careful multimodal assistant. Follow the user's output format exactly."
 
@@ -177,13 +177,19 @@ def required_format(fmt: TaskFormat, answer_type: str | None = None) -> str:
     return SUFFIXES[key] or TEMPLATE_FORMATS.get(fmt.template, "the format the task asks for")
 
 
+def _image(root: Path, rel: str) -> ImagePart:
+    # Lexical rules only (absolute paths, ".."): whether links may leave the root is the suite's
+    # policy, checked when it is validated, before any prompt is built.
+    return ImagePart.from_path(resolve_image(Path(root), rel, confine_links=False))
+
+
 def context_parts(blocks: list[ContextBlock], root: Path) -> list[Part]:
     parts: list[Part] = []
     for block in blocks:
         if block.title:
             parts.append(TextPart(f"{block.title}\n"))
         if block.kind == "image":
-            parts.append(ImagePart.from_path(Path(root) / block.image))
+            parts.append(_image(root, block.image))
             parts.append(TextPart("\n"))
         else:
             parts.append(TextPart(block.text.rstrip("\n") + "\n\n"))
@@ -200,7 +206,7 @@ def build_context_prompt(
     """System prompt (if any), then one user turn: the context in order, the task, the suffix."""
     parts = context_parts(sample.blocks if blocks is None else blocks, root)
     parts.append(TextPart(task_text(sample, fmt)))
-    parts.extend(ImagePart.from_path(Path(root) / rel) for rel in sample.images)
+    parts.extend(_image(root, rel) for rel in sample.images)
     user = Message("user", tuple(_merge_text(parts)))
     return ((Message("system", (TextPart(system),)),) if system else ()) + (user,)
 

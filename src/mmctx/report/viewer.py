@@ -53,10 +53,10 @@ from pathlib import Path
 from typing import Any
 
 from mmctx.jsonl import JsonlError, iter_jsonl
+from mmctx.reasoning import trace_spans
 from mmctx.report.escaping import markdown_plain
 from mmctx.report.tables import markdown_tables
 from mmctx.run.files import MANIFEST, REQUESTS, RESULTS, STORE
-from mmctx.score.extract.prepare import _THINK_BLOCK, THINK_CLOSE, THINK_OPEN
 from mmctx.score.results import SampleResult, load_requests, score_run, summarize
 
 CSP = (
@@ -474,35 +474,16 @@ def _run_info(run: LoadedRun) -> dict[str, Any]:
 def reasoning_parts(text: str) -> list[list[Any]] | None:
     """``text`` cut into ``[is_reasoning, piece]`` runs that join back to it, or None without a trace.
 
-    Reasoning is what `strip_reasoning` drops before extraction: whole ``<think>…</think>`` blocks
-    (and ``thinking`` / ``reasoning``), everything before a stray closing tag (templates often open
-    the trace in the prompt), and everything from an unclosed opening tag on.
+    Reasoning is what extraction drops (`mmctx.reasoning.trace_spans`): whole trace blocks, everything
+    before a stray closing tag (templates often open the trace in the prompt), and everything from an
+    unclosed opening tag on.
     """
-    blocks = [m.span() for m in _THINK_BLOCK.finditer(text)]
-
-    def inside(pos: int) -> bool:
-        return any(a <= pos < b for a, b in blocks)
-
-    spans = list(blocks)
-    closes = [m for m in THINK_CLOSE.finditer(text) if not inside(m.start())]
-    start = 0
-    if closes:
-        spans.append((0, closes[-1].end()))
-        start = closes[-1].end()
-    opened = next((m for m in THINK_OPEN.finditer(text, start) if not inside(m.start())), None)
-    if opened:
-        spans.append((opened.start(), len(text)))
+    spans = trace_spans(text)
     if not spans:
         return None
-    merged: list[list[int]] = []
-    for a, b in sorted(spans):
-        if merged and a <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], b)
-        else:
-            merged.append([a, b])
     parts: list[list[Any]] = []
     pos = 0
-    for a, b in merged:
+    for a, b in spans:
         if a > pos:
             parts.append([0, text[pos:a]])
         parts.append([1, text[a:b]])

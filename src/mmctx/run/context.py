@@ -51,7 +51,6 @@ CONTEXT_SCORING_VERSION = "1"
 _OVERFLOW = re.compile(r"context_overflow|context length|context_length_exceeded|maximum context|too many tokens", re.I)
 
 # Templates for subsets the registry does not know, by answer type.
-_FALLBACK_SUFFIX = {"option": "mcq", "number": "short", "string": "short", "list": "short", "route": "route"}
 
 
 @dataclass(frozen=True)
@@ -120,7 +119,7 @@ def task_format(sample: Sample) -> TaskFormat:
     known = subset_or_none(sample.task)
     if known is not None:
         return TaskFormat(known.template, known.suffix, known.task_form)
-    return TaskFormat("plain", _FALLBACK_SUFFIX.get(sample.answer_type or "", ""), sample.task)
+    return TaskFormat("plain", "", sample.task)  # `suffix_key` gives it its answer type's instruction
 
 
 def plan_context(
@@ -294,7 +293,7 @@ def _repair_request(r: ContextRequest, response: dict | None, model: ModelInfo, 
     issue = _issue_or_error(get_evaluator(r.sample.evaluator), r.sample, response["text"])
     if issue is None:
         return None
-    prompt = repair_prompt(r.prompt, response["text"], r.fmt.task, issue, required_format(r.fmt))
+    prompt = repair_prompt(r.prompt, response["text"], r.fmt.task, issue, required_format(r.fmt, r.sample.answer_type))
     return (r.id, _key(model, prompt, limit), prompt)
 
 

@@ -166,8 +166,11 @@ def _sub_scores(row: Mapping[str, Any], detail: Mapping[str, Any]) -> list[tuple
     if row.get("evaluator") == "route" and row["outcome"] != "invalid_sample":
         value = detail.get("map_score") if scored else 0.0
         return [("map score", float(value))] if isinstance(value, (int, float)) else []
-    if row.get("evaluator") == "courtsi" and row.get("answer_type") in _COURTSI_METRIC:
-        return [(_COURTSI_METRIC[row["answer_type"]], float(row["score"]))]
+    if row.get("evaluator") == "courtsi":
+        # The evaluator names the metric (a counting question is a number scored as MA); rows
+        # written before it did fall back to the answer type's usual metric.
+        metric = detail.get("metric") or _COURTSI_METRIC.get(row.get("answer_type"))
+        return [(str(metric), float(row["score"]))] if metric else []
     return []
 
 

@@ -39,6 +39,7 @@ from typing import Any
 from mmctx.data.clbench.suite import get_subset
 from mmctx.models.base import Backend, GenerateRequest
 from mmctx.prompts.messages import ImagePart, Message, Part, TextPart
+from mmctx.reasoning import strip_traces
 from mmctx.schema import ContextBlock, Sample
 
 ROE_SUBSET = "Financial Report ROE"
@@ -339,8 +340,8 @@ def reference_version(md: str, name: str = "document", titles: tuple[str, ...] =
 
 
 def parse_findings(text: str) -> list[str]:
-    """The numbered or bulleted items of a reply, in order (a reasoning trace before ``</think>`` is dropped)."""
-    text = text.rsplit("</think>", 1)[-1]
+    """The numbered or bulleted items of a reply, in order (its reasoning trace dropped: `strip_traces`)."""
+    text = strip_traces(text)
     found = []
     # Split on "\n" only: splitlines would also cut an item at U+2028, U+2029 or U+0085.
     for line in text.split("\n"):

@@ -249,7 +249,8 @@ def toy_samples(root: Path) -> list[Sample]:
             "{5}",
         ),
     ]
-    _image(img / "court.png", ["Player A at (2.0, 3.0) m", "Player B at (5.0, 7.0) m", "Court 28 m x 15 m"])
+    court = ["Player A at (2.0, 3.0) m", "Player B at (5.0, 7.0) m, head 1.8 m up", "Court 28 m x 15 m"]
+    _image(img / "court.png", court)
     samples += [
         _open(
             "toy-court-1",
@@ -265,11 +266,11 @@ def toy_samples(root: Path) -> list[Sample]:
             "toy-court-2",
             "CourtSI",
             [_img("images/court.png")],
-            "Where is player B standing? Give court coordinates (x, y) in metres.",
-            {"xy": [5.0, 7.0], "radius": 1.0},
-            "(5.0, 7.0)",
-            "Answer: (5.2, 6.9)",
-            "Answer: (12, 1)",
+            "Where is player B's head? Give court coordinates (x, y, z) in metres, z the height.",
+            {"xyz": [5.0, 7.0, 1.8], "radius": 0.3},
+            "(5.0, 7.0, 1.8)",
+            "Answer: (5.1, 6.9, 1.7)",
+            "Answer: (12, 1, 1.8)",
             answer_type="point",
         ),
     ]
