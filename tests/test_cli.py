@@ -119,3 +119,9 @@ def test_console_script_is_installed():
     out = subprocess.run([exe, "--help"], capture_output=True, text=True, check=True).stdout
     for command in ("validate", "shapes", "run", "score", "report", "demo"):
         assert command in out
+
+
+def test_tiny_model_names_the_families_it_builds(tmp_path):
+    r = invoke("tiny-model", "--out", tmp_path / "m", "--family", "gpt-17")
+    assert r.exit_code == 2 and "unknown tiny family 'gpt-17'" in r.output and "qwen2_vl" in r.output
+    assert "qwen2_vl" in invoke("tiny-model", "--help").output

@@ -147,6 +147,7 @@ def test_cli_curate_prints_the_group_table(pool, clip, tmp_path):
     )  # fmt: skip
     assert r.exit_code == 0, r.output
     assert "attribute_recognition__mcqa" in r.output and "ρ" in r.output
+    assert "similar demos" in r.output and "random-only demos" in r.output
     sel = json.loads((tmp_path / "b" / "curation" / "selection" / "plurality__caption_foil.json").read_text())
     assert sel["lambda_source"] == "auto" and sel["rho"] == pytest.approx(1.0)
 

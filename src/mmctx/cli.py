@@ -329,10 +329,14 @@ def curate(
 def _print_groups(groups) -> None:
     from rich.table import Table
 
-    table = Table("group", "pool", "queries", "demos", "λ", "ρ = n/2λk", "near-dups excluded", "cos similar", "cos random")
+    table = Table(
+        "group", "pool", "queries", "similar demos", "random-only demos", "λ", "ρ = n/2λk", "near-dups excluded",
+        "cos similar", "cos random", caption="similar demos: as the paper's Table 2 counts; random-only: drawn only at random",
+    )  # fmt: skip
     for g in groups:
         table.add_row(
-            g.group, str(g.pool), str(g.queries), str(g.demos), f"{g.lam:g}", f"{g.rho:.3f}",
+            g.group, str(g.pool), str(g.queries), str(g.similar_demos), str(g.random_only_demos), f"{g.lam:g}",
+            f"{g.rho:.3f}",
             str(g.excluded_near_duplicates), f"{g.similar_cosine:.3f}", f"{g.random_cosine:.3f}",
         )  # fmt: skip
     Console(width=max(160, console.width)).print(table)
@@ -579,13 +583,16 @@ def models_cmd() -> None:
 @app.command("tiny-model")
 def tiny_model(
     out: Path = typer.Option(..., help="Folder for the checkpoint."),
-    family: str = typer.Option("idefics3", help="idefics3 or llava."),
+    family: str = typer.Option("idefics3", help="idefics3, llava or qwen2_vl."),
     seed: int = typer.Option(0),
 ) -> None:
     """Build a tiny random-weight checkpoint offline (chance-level; for pipelines and tests)."""
     from mmctx.models.tiny import build_tiny_vlm
 
-    build_tiny_vlm(out, family=family, seed=seed)  # type: ignore[arg-type]
+    try:
+        build_tiny_vlm(out, family=family, seed=seed)  # type: ignore[arg-type]
+    except ValueError as exc:
+        _fail(str(exc))
     console.print(f"tiny {family} checkpoint → {out}")
 
 
