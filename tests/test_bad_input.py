@@ -8,14 +8,12 @@ context-suite records, through the library and from the command line.
 from __future__ import annotations
 
 import json
-import struct
-import zlib
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
 from fixtures.benchmarks import clean_benchmark
-from fixtures.images import image_bytes, write_image
+from fixtures.images import image_bytes, png_with_undecodable_pixels, write_image
 from PIL import Image
 from typer.testing import CliRunner
 
@@ -66,18 +64,8 @@ def _edit(folder: Path, sample_id: str, **changes) -> None:
 # --- images that do not decode --------------------------------------------------------------
 
 
-def _png_with_undecodable_pixels() -> bytes:
-    """A PNG whose chunks are all well formed (CRCs right, so `verify` passes) but whose IDAT is not zlib."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    header = struct.pack(">IIBBBBB", 8, 6, 8, 2, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", b"not a zlib stream") + chunk(b"IEND", b"")
-
-
 def test_a_png_whose_pixels_cannot_be_decoded_is_refused(saved):
-    (saved / "images" / "broken.png").write_bytes(_png_with_undecodable_pixels())
+    (saved / "images" / "broken.png").write_bytes(png_with_undecodable_pixels())
     _edit(saved, "q-bin-1", images=["images/broken.png"])
     problems = [str(p) for p in load_benchmark(saved).validate()]
     assert len(problems) == 1 and problems[0].startswith("queries[q-bin-1].images[0]: corrupt image file"), problems
@@ -222,7 +210,7 @@ def test_bad_json_in_a_parquet_cell_names_the_row_record_and_field(tmp_path):
 # --- what the run refuses, validate refuses -------------------------------------------------
 
 
-def test_more_choices_than_the_preset_has_labels_are_refused_by_validate(saved):
+def test_more_choices_than_the_preset_has_labels_are_refused_by_validate_and_the_run(saved, tmp_path):
     choices = [f"option {i}" for i in range(9)]
     _edit(saved, "q-mc-1", choices=choices, answer="option 3")
     bench = load_benchmark(saved)
@@ -230,6 +218,9 @@ def test_more_choices_than_the_preset_has_labels_are_refused_by_validate(saved):
     assert problems == ["queries[q-mc-1].choices: 9 choices but preset 'fewmmbench' has 8 labels"]
     out = refused("validate", str(saved), code=1)
     assert "queries[q-mc-1].choices: 9 choices but preset 'fewmmbench' has 8 labels" in out
+    out = refused("run", str(saved), "--model", "builtin:no-such-model", "--out", str(tmp_path / "run"))
+    assert "queries[q-mc-1].choices: 9 choices but preset 'fewmmbench' has 8 labels" in out
+    assert not (tmp_path / "run").exists()  # refused before any model was loaded
 
 
 def test_an_empty_option_is_refused(saved):

@@ -307,6 +307,14 @@ def test_missing_and_corrupt_images_are_named_before_encoding(own_pool, encoder)
     _assert_refused(samples, root, encoder, f"{samples[3].id}: missing image file", f"{samples[5].id}: corrupt image")
 
 
+def test_an_image_whose_pixels_cannot_be_decoded_is_refused_before_encoding(own_pool, encoder):
+    from fixtures.images import png_with_undecodable_pixels
+
+    samples, root = own_pool
+    (root / samples[2].images[0]).write_bytes(png_with_undecodable_pixels())  # `verify` passes this one
+    _assert_refused(samples, root, encoder, f"{samples[2].id}: corrupt image file")
+
+
 def test_truncated_image_is_refused(own_pool, encoder):
     samples, root = own_pool
     path = root / samples[0].images[0]

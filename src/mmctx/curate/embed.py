@@ -39,7 +39,7 @@ import numpy as np
 from PIL import Image
 
 from mmctx.models.revision import file_digest, folder_digest
-from mmctx.schema import Sample, listed
+from mmctx.schema import ImagePathError, Sample, image_file_problem, listed, resolve_image
 
 logger = logging.getLogger(__name__)
 
@@ -478,22 +478,16 @@ class _Item:
 
 def _image_bytes(root: Path, rel: str) -> tuple[Path | None, bytes | str]:
     """(path, bytes) of a readable image, or (None, what is wrong with it)."""
-    if Path(rel).is_absolute():
-        return None, f"image path {rel!r} is absolute; paths are relative to the root"
     # Lexical check: a pool is the user's own folder, where image folders are often symlinks
-    # (COCO, Visual Genome); what a record may not do is climb out with "..".
-    if ".." in Path(rel).parts:
-        return None, f"image path {rel!r} escapes the root"
-    path = root / rel
-    if not path.is_file():
-        return None, f"missing image file {rel!r}"
-    data = path.read_bytes()
+    # (COCO, Visual Genome); what a record may not do is be absolute or climb out with "..".
     try:
-        with Image.open(io.BytesIO(data)) as im:
-            im.verify()
-    except Exception as exc:  # PIL raises many types for corrupt files
-        return None, f"corrupt image file {rel!r}: {exc}"
-    return path, data
+        path = resolve_image(root, rel, confine_links=False)
+    except ImagePathError as exc:
+        return None, f"image path {exc}"
+    problem = image_file_problem(path, rel)  # the pixels decoded, as validation does
+    if problem is not None:
+        return None, problem
+    return path, path.read_bytes()
 
 
 def _digest(text: str, images: list[bytes]) -> str:

@@ -15,11 +15,13 @@ from typing import Callable
 from mmctx.data.disk import load_benchmark
 from mmctx.models import load_backend, sized_by_plan
 from mmctx.models.base import Backend
+from mmctx.prompts.build import preset_problems
 from mmctx.prompts.presets import get_preset
 from mmctx.run.distributed import RayOptions
 from mmctx.run.plan import GenerationLimits, PlannedRequest, Shard, plan_requests, take_shard
 from mmctx.run.runner import RunConfig, RunStats, check_capabilities, execute, manifest_for, open_run, run_lock
 from mmctx.run.settings import parse_scorers, parse_settings, with_demo_orders
+from mmctx.schema import BenchmarkError
 from mmctx.score.results import CellMetrics, SampleResult, score_run, summarize, write_scores
 
 
@@ -60,6 +62,10 @@ def evaluate(
 ) -> RunOutcome:
     bench = load_benchmark(benchmark)
     bench.check()
+    chosen = get_preset(preset)
+    problems = preset_problems(bench, chosen)  # every item the preset cannot show, not just the first
+    if problems:
+        raise BenchmarkError(problems)
     config = RunConfig(
         benchmark=str(Path(benchmark).resolve()),
         benchmark_name=bench.name,
@@ -75,7 +81,7 @@ def evaluate(
         shard=shard,
     )
     grid = with_demo_orders(parse_settings(settings), demo_orders)
-    plan = plan_requests(bench, grid, config.scorers, get_preset(preset), seed, limits, limit=limit, tasks=tasks)
+    plan = plan_requests(bench, grid, config.scorers, chosen, seed, limits, limit=limit, tasks=tasks)
     plan = take_shard(plan, Shard.parse(shard) if shard else None)
     extra = {k: v for k, v in (("adapter", adapter), ("quantization", quantization)) if v}
     extra.update(backend_options or {})  # backend-specific: base_url, max_concurrency, score_mode, …
