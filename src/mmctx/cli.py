@@ -331,7 +331,8 @@ def _print_groups(groups) -> None:
 
     table = Table(
         "group", "pool", "queries", "similar demos", "random-only demos", "λ", "ρ = n/2λk", "near-dups excluded",
-        "cos similar", "cos random", caption="similar demos: as the paper's Table 2 counts; random-only: drawn only at random",
+        "cos similar", "cos random",
+        caption="similar demos: as the paper's Table 2 counts; random-only: drawn only at random",
     )  # fmt: skip
     for g in groups:
         table.add_row(

@@ -462,7 +462,8 @@ def gold_problem(answer_type: str | None, gold: Any) -> str | None:
         coords = gold[keys[0]] if len(keys) == 1 else None
         dims = {"xyz": 3, "xy": 2}.get(keys[0]) if len(keys) == 1 else None
         if not (isinstance(coords, list) and len(coords) == dims and all(is_number(v) for v in coords)):
-            return f"point gold must be {{'xyz': [x, y, z], 'radius': r}} or {{'xy': [x, y], 'radius': r}}, not {gold!r}"
+            shapes = "{'xyz': [x, y, z], 'radius': r} or {'xy': [x, y], 'radius': r}"
+            return f"point gold must be {shapes}, not {gold!r}"
         if not (is_number(gold.get("radius")) and gold["radius"] > 0):
             return "point gold needs a positive radius"
         return None

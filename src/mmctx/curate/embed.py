@@ -21,7 +21,6 @@ checked before the first one is encoded: a bad file fails in seconds, not an hou
 from __future__ import annotations
 
 import hashlib
-import io
 import logging
 import os
 import re
