@@ -7,9 +7,11 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 . .venv/bin/activate
-if ! python -c "import torch" 2>/dev/null; then
-  # Installed first and pinned: this release lies on the machine's disk as a CPU wheel, while a
-  # bare "torch" requirement would fetch a multi-GB CUDA build.
-  pip install --quiet "torch==2.13.0"
+if ! python -c "import torch, torchvision" 2>/dev/null; then
+  # Installed first and pinned as a matching pair, from the machine's package mirror. These are
+  # CUDA builds that also run on CPU. torchvision is needed by transformers' processors for
+  # Qwen2/2.5/3-VL and InternVL (video processors), Mistral 3 / Pixtral and Phi-4 (image
+  # processors): the tests load those families as a user's environment does.
+  pip install --quiet "torch==2.14.1" "torchvision==0.29.1"
 fi
 pip install --quiet -e ".[test]"

@@ -124,4 +124,4 @@ def test_console_script_is_installed():
 def test_tiny_model_names_the_families_it_builds(tmp_path):
     r = invoke("tiny-model", "--out", tmp_path / "m", "--family", "gpt-17")
     assert r.exit_code == 2 and "unknown tiny family 'gpt-17'" in r.output and "qwen2_vl" in r.output
-    assert "qwen2_vl" in invoke("tiny-model", "--help").output
+    assert "qwen2_vl: mirrors Qwen/Qwen2-VL" in invoke("tiny-model", "--list").output

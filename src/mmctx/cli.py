@@ -583,13 +583,20 @@ def models_cmd() -> None:
 
 @app.command("tiny-model")
 def tiny_model(
-    out: Path = typer.Option(..., help="Folder for the checkpoint."),
-    family: str = typer.Option("idefics3", help="idefics3, llava or qwen2_vl."),
+    out: Optional[Path] = typer.Option(None, help="Folder for the checkpoint (required unless --list)."),
+    family: str = typer.Option("idefics3", help="Model family (`mmctx tiny-model --list` names them)."),
+    list_families: bool = typer.Option(False, "--list", help="List the families and the releases they mirror."),
     seed: int = typer.Option(0),
 ) -> None:
     """Build a tiny random-weight checkpoint offline (chance-level; for pipelines and tests)."""
-    from mmctx.models.tiny import build_tiny_vlm
+    from mmctx.models.tiny import build_tiny_vlm, tiny_families
 
+    if list_families:
+        for name, fam in tiny_families().items():
+            console.print(f"{name}: mirrors {escape(fam.mirrors)}", soft_wrap=True)
+        return
+    if out is None:
+        _fail("--out is required")
     try:
         build_tiny_vlm(out, family=family, seed=seed)  # type: ignore[arg-type]
     except ValueError as exc:

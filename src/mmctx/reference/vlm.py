@@ -134,9 +134,10 @@ def build_shapes_tokenizer(texts: Sequence[str], vocab_size: int = 1024):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    from mmctx.models.tiny import _BOS, _EOS, _PAD, _SPECIAL, _UNK
+    from mmctx.models.tiny import _BOS, _EOS, _PAD, _UNK
+    from mmctx.models.tiny.idefics3 import SPECIAL
 
-    special = [_UNK, _PAD, _BOS, _EOS] + _SPECIAL["idefics3"]
+    special = [_UNK, _PAD, _BOS, _EOS] + SPECIAL
     tok = Tokenizer(models.BPE(unk_token=_UNK))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -153,7 +154,7 @@ def build_shapes_tokenizer(texts: Sequence[str], vocab_size: int = 1024):
         pad_token=_PAD,
         bos_token=_BOS,
         eos_token=_EOS,
-        additional_special_tokens=[t for t in _SPECIAL["idefics3"] if t != "<|im_start|>"],
+        additional_special_tokens=[t for t in SPECIAL if t != "<|im_start|>"],
         model_max_length=4096,
     )
 
@@ -164,7 +165,7 @@ def build_shapes_vlm(out: Path, tokenizer, arch: Architecture = Architecture(), 
     from transformers import Idefics3Config, Idefics3ForConditionalGeneration, Idefics3Processor, LlamaConfig
     from transformers.models.idefics3.image_processing_pil_idefics3 import Idefics3ImageProcessorPil
 
-    from mmctx.models.tiny import IDEFICS3_TEMPLATE
+    from mmctx.models.tiny.idefics3 import IDEFICS3_TEMPLATE
 
     torch.manual_seed(seed)
     text = LlamaConfig(
