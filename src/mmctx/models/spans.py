@@ -54,6 +54,18 @@ def continuations(
     return out
 
 
+def adds_special_tokens(tokenizer: Any, texts: Sequence[str]) -> bool:
+    """Whether the processor call on chat-template-rendered ``texts`` should add special tokens.
+
+    transformers' own rule (``ProcessorMixin.apply_chat_template(tokenize=True)``): not when the
+    rendered text already starts with the BOS token. A template that writes BOS (Gemma 3,
+    Mistral 3, Llama) would otherwise get a second one from a tokenizer that prepends it; a
+    template that writes none (Idefics2 with a Mistral tokenizer) still gets the tokenizer's.
+    """
+    bos = getattr(tokenizer, "bos_token", None)
+    return not (bos and texts and all(t.startswith(bos) for t in texts))
+
+
 def text_ids(tokenizer: Any, text: str) -> list[int]:
     """``text`` tokenised alone: no special tokens added."""
     return tokenizer(text, add_special_tokens=False)["input_ids"]

@@ -50,8 +50,18 @@ class Adapter:
         return processor
 
     def inputs(self, processor, texts: list[str], images: list[list]) -> dict:
-        """Model inputs for a batch of rendered prompts and their images, in order."""
-        kwargs: dict[str, Any] = {"text": texts, "return_tensors": "pt", "padding": True}
+        """Model inputs for a batch of rendered prompts and their images, in order.
+
+        Special tokens are added as the processor's own ``apply_chat_template(tokenize=True)``
+        adds them (`adds_special_tokens`): never a second BOS after a template's.
+        """
+        from mmctx.models.spans import adds_special_tokens
+
+        tokenizer = getattr(processor, "tokenizer", processor)
+        kwargs: dict[str, Any] = {
+            "text": texts, "return_tensors": "pt", "padding": True,
+            "add_special_tokens": adds_special_tokens(tokenizer, texts),
+        }  # fmt: skip
         if any(images):
             kwargs["images"] = images
         return dict(processor(**kwargs))

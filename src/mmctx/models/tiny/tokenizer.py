@@ -42,14 +42,16 @@ def _train_bpe(special: list[str], vocab_size: int, lowercase: bool = False):
 
 
 def build_tokenizer(special: list[str], *, prepend: tuple[str, ...] = ("<|im_start|>",), vocab_size: int = 512,
-                    bos_token: str = _BOS, eos_token: str = _EOS, pad_token: str = _PAD, add_bos: bool = False):
+                    bos_token: str = _BOS, eos_token: str = _EOS, pad_token: str = _PAD, add_bos: bool = False,
+                    named_tokens: dict[str, str] | None = None):
     """A byte-level BPE tokenizer with a family's special tokens, wrapped for transformers.
 
     ``special`` are the family's own tokens; those in ``prepend`` are trained as special but not
     listed as additional special tokens (a start-of-turn token the template writes). ``add_bos``
     makes the tokenizer prepend its BOS token to every encoding, as Llama/Gemma/Mistral
     tokenizers do: a family whose released tokenizer does so must mirror it, or a double BOS
-    (template + tokenizer) goes unseen.
+    (template + tokenizer) goes unseen. ``named_tokens`` become tokenizer attributes a family's
+    processor reads (Gemma 3's ``boi_token``, ``image_token``, …).
     """
     from tokenizers import processors
     from transformers import PreTrainedTokenizerFast
@@ -70,4 +72,5 @@ def build_tokenizer(special: list[str], *, prepend: tuple[str, ...] = ("<|im_sta
         eos_token=eos_token,
         additional_special_tokens=extra,
         model_max_length=4096,
+        **({"extra_special_tokens": named_tokens} if named_tokens else {}),
     )
