@@ -94,6 +94,19 @@ class _Query:
     starts: list[int]
 
 
+def has_sliding_window(text_config) -> bool:
+    """Whether any attention layer of the language model sees only a window of recent tokens.
+
+    ``layer_types`` (transformers 5) names each layer's kind; older configs say it with
+    ``sliding_window`` alone, unless ``use_sliding_window`` turns it off (Qwen2's configs carry a
+    window they do not use).
+    """
+    types = getattr(text_config, "layer_types", None)
+    if types:
+        return any("sliding" in str(t) for t in types)
+    return bool(getattr(text_config, "sliding_window", None)) and getattr(text_config, "use_sliding_window", True) is not False
+
+
 def _pick_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -171,6 +184,7 @@ class HFBackend:
         self.processor = self.adapter.prepare(self.model, self.processor)
         text_config = self.model.config.get_text_config()
         self._attn_impl = getattr(text_config, "_attn_implementation", None) or "eager"
+        self._sliding_window = has_sliding_window(text_config)
         # "packed" (needs a custom 4D mask, which flash attention cannot take), "copied" or
         # "per_option"; None until the first scored query checks them (see `_choose_path`).
         self.option_path: str | None = None
@@ -206,6 +220,17 @@ class HFBackend:
             chat_template=True,
             context_window=getattr(text_config, "max_position_embeddings", None),
         )
+
+    def usage(self) -> dict:
+        """What the run records of this backend: which option-scoring path it chose, and why."""
+        if self.option_check is None:
+            return {}
+        check = self.option_check
+        return {"option_scoring": {
+            "path": check.path, "tolerance": check.tolerance, "probe_options": list(check.probe_options),
+            "probe_token_counts": list(check.probe_token_counts), "differences": check.differences,
+            "failures": check.failures, "sliding_window_layers": self._sliding_window,
+        }}  # fmt: skip
 
     # ---- prompt encoding -------------------------------------------------------------
 
@@ -396,7 +421,12 @@ class HFBackend:
             return  # the probe does not fit the context; the next query tries again
         reference = [ll for ll, _ in self._per_option(query.images, query.prompt_text, query.conts)]
         tolerance = EXACT_TOLERANCE.get(self.dtype, EXACT_TOLERANCE[torch.float16])
-        candidates = ("packed", "copied") if self._attn_impl in ("sdpa", "eager") else ("copied",)
+        # The packed path's one 4-D mask cannot express a sliding window (Gemma 3's local layers
+        # keep only the window in their cache): such a model is never packed, however short the
+        # probe, since later prompts exceed the window. The copied path extends each option as
+        # generation does, window included, and is checked like any other.
+        packs = self._attn_impl in ("sdpa", "eager") and not self._sliding_window
+        candidates = ("packed", "copied") if packs else ("copied",)
         differences: dict[str, float] = {}
         failures: dict[str, str] = {}
         for path in candidates:

@@ -19,7 +19,16 @@ from mmctx.prompts.build import preset_problems
 from mmctx.prompts.presets import get_preset
 from mmctx.run.distributed import RayOptions
 from mmctx.run.plan import GenerationLimits, PlannedRequest, Shard, plan_requests, take_shard
-from mmctx.run.runner import RunConfig, RunStats, check_capabilities, execute, manifest_for, open_run, run_lock
+from mmctx.run.runner import (
+    RunConfig,
+    RunStats,
+    check_capabilities,
+    execute,
+    manifest_for,
+    open_run,
+    open_run_manifest,
+    run_lock,
+)
 from mmctx.run.settings import parse_scorers, parse_settings, with_demo_orders
 from mmctx.schema import BenchmarkError
 from mmctx.score.results import CellMetrics, SampleResult, score_run, summarize, write_scores
@@ -123,12 +132,15 @@ def _execute(
     else:
         backend = backend_factory(model, **backend_kwargs)
         check_capabilities(plan, backend)
-        open_run(run_dir, manifest_for(config, backend), plan, backend.info)
+        manifest = manifest_for(config, backend)
+        open_run(run_dir, manifest, plan, backend.info)
         stats = execute(
             plan, backend, run_dir, batch_size=batch_size, show_progress=show_progress, retry_errors=retry_errors
         )
         usage = getattr(backend, "usage", None)
         stats.usage = usage() if callable(usage) else {}
+        if stats.usage:  # e.g. the option-scoring path the HF backend chose: recorded with the run
+            open_run_manifest(run_dir, {**manifest, "backend_usage": stats.usage}, refresh=("backend_usage",))
     return stats
 
 
