@@ -561,11 +561,19 @@ def view(
 
 
 @app.command("models")
-def models_cmd() -> None:
+def models_cmd(
+    check: bool = typer.Option(False, "--check", help="Build every tiny family and run the conformance checks."),
+    family: Optional[list[str]] = typer.Option(None, help="With --check: only these families."),
+    out: Optional[Path] = typer.Option(None, help="With --check: also write the Markdown table here."),
+) -> None:
     """The model family adapters of the HF backend, the ids they match and what they support."""
     from rich.table import Table
 
     from mmctx.models.adapters import all_adapters
+
+    if check:
+        _check_families(family, out)
+        return
 
     table = Table("adapter", "matches", "loads with", "remote code", "max images", "dtypes", "quantization", "notes")
     for a in all_adapters():
@@ -579,6 +587,37 @@ def models_cmd() -> None:
     table.add_row("builtin", "builtin:tiny-idefics3, builtin:tiny-llava", "(built offline)", "no", "—", "auto", "—",
                   "untrained, chance level")  # fmt: skip
     Console(width=max(200, console.width)).print(table)
+
+
+def _check_families(families: Optional[list[str]], out: Optional[Path]) -> None:
+    """Build each tiny family in a scratch folder and print (and write) the conformance table."""
+    import tempfile
+
+    from mmctx.models.adapters import all_adapters
+    from mmctx.models.tiny import tiny_families
+    from mmctx.report.conformance import check_family, conformance_markdown
+
+    known = tiny_families()
+    unknown = [f for f in families or [] if f not in known]
+    if unknown:
+        _fail(f"unknown tiny family {unknown[0]!r}; choose from {', '.join(known)}")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="mmctx-check-") as scratch:
+        for name in families or list(known):
+            console.print(f"checking {name} …")
+            rows.append(check_family(name, Path(scratch) / name))
+    remote = [(a.family, "runs its own code (stub-processor rendering tests only)") for a in all_adapters()
+              if a.needs_remote_code]  # fmt: skip
+    table = conformance_markdown(rows, remote)
+    print(table)
+    for r in rows:
+        for problem in r.problems:
+            console.print(f"[red]{r.family}[/red]: {escape(problem)}", soft_wrap=True)
+    if out:
+        out.write_text(table)
+        console.print(f"table → {out}")
+    if not all(r.passed for r in rows):
+        raise typer.Exit(1)
 
 
 @app.command("tiny-model")

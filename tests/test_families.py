@@ -1,0 +1,39 @@
+"""The conformance table's rows: every registered tiny family must pass every column.
+
+A family that fails any column is a failing test, not a footnote (`mmctx.report.conformance`).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from mmctx.models.tiny import FAMILIES
+from mmctx.report.conformance import FamilyRow, check_family, conformance_markdown
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_family_passes_every_column(family, tmp_path):
+    row = check_family(family, tmp_path)
+    assert row.problems == [] and row.passed, row
+    assert row.max_images == 9  # the 8-shot prompts: eight demos and the query, one image each
+    assert row.path in ("packed", "copied", "per_option")
+
+
+def test_a_failing_family_is_a_failing_row():
+    row = FamilyRow("broken", loads=True, generate=True, ppl_exact=False, ppl_max_diff=0.3, images=True, context=True)
+    assert not row.passed
+    assert "**no** (3.0e-01)" in conformance_markdown([row])
+
+
+def test_models_check_writes_the_table_and_refuses_an_unknown_family(tmp_path):
+    from typer.testing import CliRunner
+
+    from mmctx.cli import app
+
+    r = CliRunner().invoke(app, ["models", "--check", "--family", "llava", "--out", str(tmp_path / "t.md")])
+    assert r.exit_code == 0, r.output
+    table = (tmp_path / "t.md").read_text()
+    assert "| llava | llava-hf/llava-interleave-qwen-0.5b-hf | llava | yes | yes | yes (" in table
+    assert "not checked: runs its own code" in table
+    r = CliRunner().invoke(app, ["models", "--check", "--family", "gpt-17"])
+    assert r.exit_code == 2 and "unknown tiny family 'gpt-17'" in r.output
