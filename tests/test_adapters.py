@@ -356,7 +356,11 @@ def test_qwen_pixel_caps_override_the_hub_config_and_fit_nine_images(tmp_path):
 
 
 def test_idefics2_processor_kwargs_turn_splitting_off_and_cap_the_edge(tmp_path):
-    """Real-processor test: idefics2-8b's hub config splits images and allows 980 px; the adapter's kwargs win."""
+    """Real-processor test: a checkpoint config that splits images and allows 980 px; the adapter's kwargs win.
+
+    (idefics2-8b's released processor config has ``do_image_splitting: false``; fine-tunes and the
+    base checkpoints differ, and the adapter's value holds whatever the checkpoint says.)
+    """
     from transformers import AutoImageProcessor
 
     (tmp_path / "preprocessor_config.json").write_text(json.dumps({

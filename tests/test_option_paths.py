@@ -50,3 +50,22 @@ def test_the_chosen_path_is_recorded_with_the_run(tiny_models, shapes_bench, tmp
     assert "option_scoring" in r.output and " 0 errors" in r.output.replace("(", " ")
     recorded = json.loads((out / "manifest.json").read_text())["backend_usage"]["option_scoring"]
     assert recorded["path"] == "copied" and "packed" not in recorded["differences"]
+
+
+def test_processor_settings_changed_from_the_checkpoints_are_recorded_with_the_run(tiny_models, shapes_bench, tmp_path):
+    """The adapter's paper settings win over the release's; the manifest says which, with both values."""
+    from typer.testing import CliRunner
+
+    from mmctx.cli import app
+
+    out = tmp_path / "run"
+    r = CliRunner().invoke(
+        app,
+        ["run", str(shapes_bench), "--model", str(tiny_models["idefics2"]), "--out", str(out), "--settings",
+         "0-shot", "--scorers", "generate", "--device", "cpu", "--dtype", "float32", "--limit", "1", "--no-progress"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    overrides = json.loads((out / "manifest.json").read_text())["backend_usage"]["processor_overrides"]
+    checkpoint = json.loads((tiny_models["idefics2"] / "processor_config.json").read_text())["image_processor"]
+    assert overrides["size"] == {"checkpoint": checkpoint["size"], "mmctx": {"longest_edge": 448, "shortest_edge": 378}}
+    assert "do_image_splitting" not in overrides  # the release does not split either: nothing changed there

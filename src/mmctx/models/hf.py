@@ -43,6 +43,7 @@ from mmctx.models.spans import (
     answer_turn,
     chat_conversation,
     common_prefix,
+    common_suffix,
     continuations,
     option_spans,
     option_tokens,
@@ -182,6 +183,7 @@ class HFBackend:
             self.model.to(self.device)
         self.model.eval()
         self.processor = self.adapter.prepare(self.model, self.processor)
+        self.processor_overrides = self.adapter.overrides(model, kwargs)
         text_config = self.model.config.get_text_config()
         self._attn_impl = getattr(text_config, "_attn_implementation", None) or "eager"
         self._sliding_window = has_sliding_window(text_config)
@@ -222,11 +224,13 @@ class HFBackend:
         )
 
     def usage(self) -> dict:
-        """What the run records of this backend: which option-scoring path it chose, and why."""
+        """What the run records of this backend: processor settings mmctx changed from the
+        checkpoint's, and which option-scoring path it chose, and why."""
+        used = {"processor_overrides": self.processor_overrides} if self.processor_overrides else {}
         if self.option_check is None:
-            return {}
+            return used
         check = self.option_check
-        return {"option_scoring": {
+        return {**used, "option_scoring": {
             "path": check.path, "tolerance": check.tolerance, "probe_options": list(check.probe_options),
             "probe_token_counts": list(check.probe_token_counts), "differences": check.differences,
             "failures": check.failures, "sliding_window_layers": self._sliding_window,
@@ -339,14 +343,23 @@ class HFBackend:
         """``(drop, suffixes, starts)``: see `mmctx.models.spans.option_spans`."""
         return option_spans(self.tokenizer, prompt_text, conts, model=self.info.name)
 
-    def _check_alignment(self, expanded: list[int], prompt_text: str) -> None:
-        """The processed prompt must end with the same tokens as the text-only tokenisation."""
+    def _check_alignment(self, expanded: list[int], prompt_text: str, drop: int) -> None:
+        """The processed prompt must end with the text-only tokenisation's last ``drop + 1`` tokens.
+
+        Option tokens are located in text space and appended after ``expanded[:-drop]``; that is
+        right when the tokens around that boundary are the same in both. A processor may rewrite
+        the text near its image markers (Idefics2 writes a space after its closing
+        ``<fake_token_around_image>``), so the whole tail after the last image need not agree,
+        only its end. The first scored query also checks the result against one full forward
+        per option through the processor (`_choose_path`).
+        """
         text_ids = self._text_ids(prompt_text)
         image_ids = {getattr(self.processor, "image_token_id", None), getattr(self.model.config, "image_token_id", None)}
         last_image = max((i for i, t in enumerate(text_ids) if t in image_ids), default=-1)
         tail = text_ids[last_image + 1 :]
-        if tail and expanded[-len(tail) :] != tail:
-            raise ModelError(f"{self.info.name}: processed prompt and text tokenisation disagree after the last image")
+        needed = min(len(tail), drop + 1)
+        if needed and common_suffix(expanded, tail) < needed:
+            raise ModelError(f"{self.info.name}: processed prompt and text tokenisation disagree at the prompt's end")
 
     def score(self, requests: list[ScoreRequest]) -> list[OptionScores]:
         return [self._score_one(r) for r in requests]
@@ -359,7 +372,7 @@ class HFBackend:
         drop, suffixes, starts = self._option_spans(prompt_text, conts)
         inputs = self._process([prompt_text], [images])
         expanded = inputs["input_ids"][0].tolist()
-        self._check_alignment(expanded, prompt_text)
+        self._check_alignment(expanded, prompt_text, drop)
         context_len = len(expanded) - drop
         error = self._overflow(context_len, max(len(s) for s in suffixes))
         if error:

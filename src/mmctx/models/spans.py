@@ -89,6 +89,14 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
+def common_suffix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many trailing items ``a`` and ``b`` share."""
+    n = 0
+    while n < min(len(a), len(b)) and a[-1 - n] == b[-1 - n]:
+        n += 1
+    return n
+
+
 def option_spans(
     tokenizer: Any, prompt_text: str, conts: Sequence[tuple[str, str]], model: str
 ) -> tuple[int, list[list[int]], list[int]]:

@@ -41,6 +41,22 @@ class Adapter:
 
         return AutoProcessor.from_pretrained(model, **self.processor_kwargs, **kwargs)
 
+    def overrides(self, model: str, kwargs: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        """Where ``processor_kwargs`` replace what the checkpoint's own processor config says.
+
+        ``{key: {"checkpoint": value, "mmctx": value}}`` for every key whose value differs (a key
+        the checkpoint does not set shows ``None``); recorded with the run, so a reader sees that
+        the paper's settings, not the release's, were applied.
+        """
+        if not self.processor_kwargs:
+            return {}
+        config = _processor_config(model, kwargs)
+        return {
+            key: {"checkpoint": config.get(key), "mmctx": value}
+            for key, value in self.processor_kwargs.items()
+            if config.get(key) != value
+        }
+
     def render(self, processor, messages: list[dict], generation_prompt: bool) -> str:
         """The prompt text for ``messages`` (HF chat format, images as ``{"type": "image"}``)."""
         return processor.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=False)
@@ -65,6 +81,27 @@ class Adapter:
         if any(images):
             kwargs["images"] = images
         return dict(processor(**kwargs))
+
+
+def _processor_config(model: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The image-processing settings a checkpoint ships: ``preprocessor_config.json``, else the
+    ``image_processor`` section of ``processor_config.json`` (transformers 5's single file)."""
+    import json
+
+    from transformers.utils import cached_file
+
+    found: dict[str, Any] = {}
+    for name in ("processor_config.json", "preprocessor_config.json"):
+        try:
+            path = cached_file(
+                model, name, revision=kwargs.get("revision"), _raise_exceptions_for_missing_entries=False
+            )
+        except Exception:  # noqa: BLE001 - an unreadable config means "not stated", not a failed load
+            path = None
+        if path:
+            data = json.loads(open(path, encoding="utf-8").read())
+            found.update(data.get("image_processor", data) if isinstance(data, dict) else {})
+    return found
 
 
 DEFAULT = Adapter()

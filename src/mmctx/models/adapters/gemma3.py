@@ -18,7 +18,7 @@ from mmctx.models.adapters import Adapter, register
 GEMMA3 = register(
     Adapter(
         family="gemma3",
-        aliases=(r"gemma-3",),
+        aliases=(r"(^|/)gemma-3-",),
         model_types=("gemma3",),
         auto_class="AutoModelForImageTextToText",
         dtypes=("bfloat16", "float32", "auto"),

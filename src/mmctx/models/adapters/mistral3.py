@@ -15,8 +15,8 @@ from mmctx.models.adapters import Adapter, register
 MISTRAL3 = register(
     Adapter(
         family="mistral3",
-        aliases=(r"mistral-small-3", r"(^|/)pixtral"),
-        model_types=("mistral3", "pixtral"),
+        aliases=(r"mistral-small-3",),
+        model_types=("mistral3",),
         auto_class="AutoModelForImageTextToText",
         dtypes=("bfloat16", "float32", "auto"),
         quantization=("8bit", "4bit"),
