@@ -249,13 +249,30 @@ class HFBackend:
 
     @staticmethod
     def _adapter(model: str, name: str | None, kwargs: dict) -> Adapter:
+        """The family adapter for ``model``; refuses, naming model and cause, what nothing can load."""
+        import transformers
         from transformers import AutoConfig
 
         try:
-            model_type = AutoConfig.from_pretrained(model, **kwargs).model_type
+            config = AutoConfig.from_pretrained(model, **kwargs)
         except Exception:  # remote-code configs need trust first; the id still selects the family
-            model_type = None
-        return adapter_for(str(model), model_type, name)
+            config = None
+        model_type = getattr(config, "model_type", None)
+        try:
+            adapter = adapter_for(str(model), model_type, name)
+        except ValueError as exc:
+            raise ModelError(f"model {model!r}: {exc}") from None
+        auto = getattr(transformers, adapter.auto_class)
+        # A config transformers knows but the adapter's auto class does not map (a text-only or
+        # an encoder checkpoint, or a family mmctx has no adapter for) fails here, before any
+        # weights load, rather than deep inside from_pretrained.
+        if config is not None and not adapter.needs_remote_code and type(config) not in auto._model_mapping:
+            raise ModelError(
+                f"model {model!r}: config type {model_type!r} is not an image-text-to-text model that "
+                f"{adapter.auto_class} loads, and no mmctx adapter covers it (adapter {adapter.family!r}); "
+                "see `mmctx models`, or pass --adapter for a family that loads it"
+            )
+        return adapter
 
     def _template(self, hf_messages: list[dict], generation_prompt: bool) -> str:
         return self.adapter.render(self.processor, hf_messages, generation_prompt)
