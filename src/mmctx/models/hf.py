@@ -262,11 +262,12 @@ class HFBackend:
             adapter = adapter_for(str(model), model_type, name)
         except ValueError as exc:
             raise ModelError(f"model {model!r}: {exc}") from None
-        auto = getattr(transformers, adapter.auto_class)
         # A config transformers knows but the adapter's auto class does not map (a text-only or
         # an encoder checkpoint, or a family mmctx has no adapter for) fails here, before any
         # weights load, rather than deep inside from_pretrained.
-        if config is not None and not adapter.needs_remote_code and type(config) not in auto._model_mapping:
+        if adapter.needs_remote_code or config is None:
+            return adapter  # remote code brings its own classes; checked after trust is given
+        if type(config) not in getattr(transformers, adapter.auto_class)._model_mapping:
             raise ModelError(
                 f"model {model!r}: config type {model_type!r} is not an image-text-to-text model that "
                 f"{adapter.auto_class} loads, and no mmctx adapter covers it (adapter {adapter.family!r}); "
