@@ -1,12 +1,27 @@
-"""LLaVA-Interleave and LLaVA-OneVision (``llava-hf/...`` checkpoints): the default path.
+"""LLaVA-Interleave, LLaVA-OneVision and LLaVA-NeXT (``llava-hf/...`` checkpoints): the default path.
 
 ChatML through the checkpoint's chat template, one ``{"type": "image"}`` per demo turn, and
-``processor(images=[...], text=prompt)``. LLaVA-Interleave (`LlavaForConditionalGeneration`,
-SigLIP-384) spends a fixed 729 tokens an image: the 9 images of an 8-shot prompt cost 6,561
-tokens of Qwen1.5's 32k context, so no processor cap is needed. LLaVA-OneVision and LLaVA-NeXT
-tile every image ("anyres": thousands of tokens an image for OneVision); their tiling cannot be
-capped through the processor alone (the model recomputes the grid from its own config), so
-9-image prompts may overflow: the backend reports that as ``context_overflow``.
+``processor(images=[...], text=prompt)``. The released templates write every image of a turn
+before its text (``<image>`` then ``\\n`` + text), so text around an image inside one turn is
+not interleaved with it; mmctx renders exactly what the release renders.
+
+Image tokens (the adapter caps nothing; these are the releases' own settings):
+
+* LLaVA-Interleave (`LlavaForConditionalGeneration`, SigLIP-384, patch 14): a fixed 729 tokens an
+  image, so the 9 images of an 8-shot prompt cost 6,561 tokens of Qwen1.5's 32k context.
+* LLaVA-OneVision (`LlavaOnevisionForConditionalGeneration`, ``anyres_max_9``): a prompt with
+  one image is tiled over a 384-px grid of up to 6×6 tiles: the 729-token base view, the tiles'
+  features (thinned to about 9 tiles' worth) and a newline token per row: 1,485 tokens for a
+  square image, 2,929 for a 640×480 photo, up to about 8,800. A prompt with several images gets
+  the base view and one newline an image (730 each, 6,570 for 9 images). The tiling cannot be
+  capped through the processor alone (the model recomputes the grid from its own config), so a
+  long prompt may overflow the context: the backend reports that as ``context_overflow``.
+* LLaVA-NeXT: anyres tiling too (2,000+ tokens an image).
+
+OneVision's released template opens an answered assistant turn with ``<|im_start|>assistant ``
+(a space) but prompts generation with ``<|im_start|>assistant\\n``: the answered conversation
+does not extend the generation prompt. The model is prompted with the generation prompt, so
+`LlavaAdapter.render` scores an option as the text right after it (see its docstring).
 
 Only the transformers-format ``llava-hf`` conversions load; the original ``lmms-lab`` repos
 need the LLaVA code base. Paper (FewMMBench A.2): fp16 and 4-bit for all LLaVA variants.
@@ -14,10 +29,37 @@ need the LLaVA code base. Paper (FewMMBench A.2): fp16 and 4-bit for all LLaVA v
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from mmctx.models.adapters import Adapter, register
 
+
+@dataclass(frozen=True)
+class LlavaAdapter(Adapter):
+    def render(self, processor, messages: list[dict], generation_prompt: bool) -> str:
+        """The checkpoint's template, except an answered conversation that does not extend the generation prompt.
+
+        Option scoring renders the conversation with the option as the assistant's reply and
+        locates the option after the generation prompt. Where the template writes a different
+        opening for an answered turn than for the generation prompt (OneVision: ``assistant ``
+        + ``\\n`` + answer vs ``assistant\\n``), the option is scored as the model would produce
+        it: directly after the generation prompt, followed by the answered turn's ending.
+        """
+        text = super().render(processor, messages, generation_prompt)
+        if generation_prompt or not messages or messages[-1]["role"] != "assistant":
+            return text
+        prompt = super().render(processor, messages[:-1], True)
+        if text.startswith(prompt):
+            return text
+        answer = "".join(part["text"] for part in messages[-1]["content"] if part["type"] == "text")
+        before = super().render(processor, messages[:-1], False)
+        turn = text[len(before) :] if text.startswith(before) else ""
+        ending = turn[turn.rfind(answer) + len(answer) :] if answer and answer in turn else ""
+        return prompt + answer + ending
+
+
 LLAVA = register(
-    Adapter(
+    LlavaAdapter(
         family="llava",
         aliases=(r"(^|/)llava",),
         model_types=("llava", "llava_onevision", "llava_next"),
@@ -25,7 +67,8 @@ LLAVA = register(
         processor_kwargs={},
         dtypes=("float16", "bfloat16", "float32", "auto"),
         quantization=("4bit",),
-        notes="chat template (ChatML); Interleave: 729 tokens an image; OneVision/NeXT tile (anyres); "
-        "paper: fp16, 4-bit",
+        notes="chat template (ChatML, images before text in a turn); Interleave: 729 tokens an image; "
+        "OneVision: anyres tiling, a lone image 1.5k-8.8k tokens, 730 an image when several; "
+        "NeXT tiles too; not capped; paper: fp16, 4-bit",
     )
 )
