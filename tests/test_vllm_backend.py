@@ -23,7 +23,9 @@ from fixtures.conversations import few_shot, square_images
 from mmctx.models.base import GenerateRequest, ScoreRequest
 from mmctx.models.hf import HFBackend
 from mmctx.models.spans import ModelError
+from mmctx.models.tiny import FAMILIES as TINY_FAMILIES
 from mmctx.models.vllm import (
+    VLLM_IMAGE_PLACEHOLDERS,
     OptionRequest,
     PrefixCacheUsage,
     VLLMBackend,
@@ -34,6 +36,7 @@ from mmctx.models.vllm import (
     engine_prefix_cache,
     engine_prompt,
     generation_params,
+    load_image,
     max_images_per_prompt,
     option_loglikelihood,
     output_token_count,
@@ -146,6 +149,34 @@ def request_output(ids, logprobs, cached=0, flat=False, completion=None) -> Requ
 # ---- a fake engine: vLLM's shapes, the tiny HF model's numbers --------------------------------
 
 
+def prompt_text(processor, prompt: dict) -> str:
+    """The text of an engine prompt: a token prompt's ids decoded (they must round-trip)."""
+    if "prompt_token_ids" not in prompt:
+        return prompt["prompt"]
+    tokenizer = processor.tokenizer
+    ids = list(prompt["prompt_token_ids"])
+    text = tokenizer.decode(ids, skip_special_tokens=False)
+    assert tokenizer(text, add_special_tokens=False)["input_ids"] == ids, "token prompt does not round-trip"
+    return text
+
+
+def vllm_inputs(processor, prompt: dict) -> dict:
+    """What vLLM feeds the model for an engine prompt, computed with the HF processor.
+
+    A token prompt (``prompt_token_ids``) is taken as it is: vLLM only expands its image
+    placeholders, adding no special tokens. A text prompt goes through the processor with
+    its default ``add_special_tokens=True``, as vLLM's raw-prompt path tokenises it (a
+    template's BOS then gets a second one: vllm-project/vllm#9519, #55197).
+    """
+    images = prompt.get("multi_modal_data", {}).get("image", [])
+    kwargs: dict = {"text": [prompt_text(processor, prompt)], "return_tensors": "pt"}
+    if "prompt_token_ids" in prompt:
+        kwargs["add_special_tokens"] = False
+    if images:
+        kwargs["images"] = [images]
+    return dict(processor(**kwargs))
+
+
 class FakeLLM:
     """Answers `LLM.generate(prompts, sampling params)` like vLLM, computed by an HF checkpoint.
 
@@ -156,10 +187,13 @@ class FakeLLM:
     """
 
     def __init__(self, path, block_size: int = 4, flat: bool = False, max_model_len: int | None = None):
-        from transformers import AutoModelForImageTextToText
+        import transformers
+
+        from mmctx.models.adapters import adapter_for
 
         self.path = path
-        self.model = AutoModelForImageTextToText.from_pretrained(path, dtype=torch.float32).eval()
+        auto = getattr(transformers, adapter_for(str(path), config_type(path)).auto_class)  # as the HF backend loads it
+        self.model = auto.from_pretrained(path, dtype=torch.float32).eval()
         self.block_size, self.flat, self.max_model_len = block_size, flat, max_model_len
         self.seen: list[list[int]] = []
         self.calls: list[tuple[list[dict], list[dict]]] = []
@@ -176,11 +210,7 @@ class FakeLLM:
         return [self._one(p, sp) for p, sp in zip(prompts, params)]
 
     def _inputs(self, prompt: dict) -> dict:
-        images = prompt.get("multi_modal_data", {}).get("image", [])
-        kwargs = {"text": [prompt["prompt"]], "return_tensors": "pt"}
-        if images:
-            kwargs["images"] = [images]
-        return dict(self.processor(**kwargs))
+        return vllm_inputs(self.processor, prompt)
 
     def _cached(self, ids: list[int], params: dict) -> int:
         skip = params.get("skip_reading_prefix_cache")
@@ -196,7 +226,7 @@ class FakeLLM:
             raise ValueError(
                 f"The decoder prompt (length {len(ids)}) is longer than the maximum model length of {self.max_model_len}."
             )
-        if "POISON" in prompt["prompt"]:
+        if "POISON" in prompt_text(self.processor, prompt):
             raise RuntimeError("engine failure for this prompt")
         cached = self._cached(ids, params)
         self.seen.append(ids)
@@ -207,7 +237,7 @@ class FakeLLM:
             per_token = [0.0] + [float(logprobs[p - 1, ids[p]]) for p in range(1, len(ids))]
             plp = request_output(ids, per_token, cached=cached, flat=self.flat).prompt_logprobs
         completion = self._complete(inputs, params)
-        return RequestOutput("r", prompt["prompt"], ids, plp, [completion], True, num_cached_tokens=cached)
+        return RequestOutput("r", prompt.get("prompt"), ids, plp, [completion], True, num_cached_tokens=cached)
 
     def _complete(self, inputs: dict, params: dict) -> CompletionOutput:
         eos = self.model.generation_config.eos_token_id
@@ -270,9 +300,9 @@ def test_conversation_keeps_roles_and_images_in_order(images):
     assert [m["role"] for m in conversation] == ["system", "user", "assistant", "user", "assistant", "user"]
     assert conversation[1]["content"] == [{"type": "image"}, {"type": "text", "text": "What colour is the square?"}]
     assert parts == list(images)
-    prompt = engine_prompt("text", ["a", "b"])
-    assert prompt == {"prompt": "text", "multi_modal_data": {"image": ["a", "b"]}}
-    assert engine_prompt("text", []) == {"prompt": "text"}
+    prompt = engine_prompt([1, 5, 6], ["a", "b"])
+    assert prompt == {"prompt_token_ids": [1, 5, 6], "multi_modal_data": {"image": ["a", "b"]}}
+    assert engine_prompt((1, 5), []) == {"prompt_token_ids": [1, 5]}
     assert max_images_per_prompt([few_shot(images), few_shot(images)[-1:]]) == 3
     assert max_images_per_prompt([]) == 0
 
@@ -280,7 +310,7 @@ def test_conversation_keeps_roles_and_images_in_order(images):
 def test_engine_args_pass_through_and_turn_prefix_caching_on():
     args = engine_args("m", max_images=9, revision="abc", dtype="bfloat16", tensor_parallel_size=2)
     assert args["enable_prefix_caching"] is True
-    assert args["limit_mm_per_prompt"] == {"image": 9}
+    assert args["limit_mm_per_prompt"] == {"image": 9, "video": 0, "audio": 0}
     assert (args["tensor_parallel_size"], args["dtype"], args["revision"], args["tokenizer_revision"]) == (2, "bfloat16", "abc", "abc")
     assert args["trust_remote_code"] is False and "max_model_len" not in args
     assert args["disable_log_stats"] is True
@@ -511,7 +541,7 @@ def test_identity_capabilities_and_spec(tiny_models, monkeypatch):
     assert v.info.backend == "vllm" and v.info.revision.startswith("local-")
     h = HFBackend(str(path), device="cpu")
     assert v.info.revision == h.info.revision
-    settings = {"dtype": "bfloat16", "tensor_parallel_size": 2, "max_model_len": 4096, "scoring": "1"}
+    settings = {"dtype": "bfloat16", "tensor_parallel_size": 2, "max_model_len": 4096, "scoring": "2"}
     assert v.info.settings == {**settings, "adapter": h.adapter.family}
     # The HF backend's family adapter sets vLLM's processor up as it sets its own.
     assert v.adapter.family == h.adapter.family
@@ -531,7 +561,7 @@ def test_identity_capabilities_and_spec(tiny_models, monkeypatch):
     monkeypatch.setattr(vllm_module, "run_llm", lambda llm, prompts, params: [])
     b = load_backend(f"vllm:{path}", device="cuda", batch_size=8, dtype="float16", revision=None, trust_remote_code=False, max_images=4)
     assert isinstance(b, VLLMBackend) and made["model"] == str(path) and made["dtype"] == "float16"
-    assert made["limit_mm_per_prompt"] == {"image": 4} and made["enable_prefix_caching"] is True
+    assert made["limit_mm_per_prompt"] == {"image": 4, "video": 0, "audio": 0} and made["enable_prefix_caching"] is True
     built = load_backend("vllm:builtin:tiny-llava")
     assert built.info.name == "vllm:builtin:tiny-llava" and made["model"].endswith("tiny-llava")
     with pytest.raises(ModelError, match="quantization"):
@@ -559,3 +589,128 @@ def test_adapters_that_build_inputs_themselves_are_refused(monkeypatch):
 def test_missing_vllm_says_how_to_install(tiny_models):
     with pytest.raises(ModelError, match=r"pip install 'mmctx\[vllm\]'"):
         VLLMBackend(str(tiny_models["llava"]))
+
+
+# ---- request building, every tiny family ------------------------------------------------------
+#
+# vLLM expands, per image, the placeholder its model class names (``get_placeholder_str``);
+# mmctx's prompt is the family's own chat template, so the two must agree. Each family's
+# placeholder and multi-image support are in `VLLM_IMAGE_PLACEHOLDERS` with their sources.
+
+MARKERS = ("Quoll first?", "wombat one", "Quokka second?", "wallaby two", "Numbat lead:", "Dingo third?")
+
+
+def interleaved(images) -> tuple[Message, ...]:
+    """Demos with one and with two images, and a query whose image sits between two texts."""
+    a, b, c = images
+    return (
+        Message("system", (TextPart("Answer briefly."),)),
+        Message("user", (a, TextPart(MARKERS[0]))),
+        Message("assistant", (TextPart(MARKERS[1]),)),
+        Message("user", (b, c, TextPart(MARKERS[2]))),
+        Message("assistant", (TextPart(MARKERS[3]),)),
+        Message("user", (TextPart(MARKERS[4]), a, TextPart(MARKERS[5]))),
+    )
+
+
+def sequence(text: str, placeholder: str) -> list[str]:
+    """The markers and image placeholders of ``text`` in the order they occur."""
+    found = [(text.index(m), m) for m in MARKERS]
+    at = text.find(placeholder)
+    while at >= 0:
+        found.append((at, "IMG"))
+        at = text.find(placeholder, at + len(placeholder))
+    return [label for _, label in sorted(found)]
+
+
+def config_type(path) -> str:
+    import json
+
+    return json.loads((path / "config.json").read_text())["model_type"]
+
+
+@pytest.fixture(scope="module", params=TINY_FAMILIES)
+def any_family(request):
+    return request.param
+
+
+def test_request_building_per_family(tiny_models, images, any_family):
+    """Placeholders in order and turn, images in prompt order, ids as the processor's own, limit from the plan."""
+    path = tiny_models[any_family]
+    msgs = interleaved(images)
+    engine = []
+    v = VLLMBackend(str(path), engine=lambda p, s: engine.append(p) or [], max_images=max_images_per_prompt([msgs]))
+    assert v.engine_args["limit_mm_per_prompt"] == {"image": 4, "video": 0, "audio": 0}
+
+    prompt = v.engine_prompts([GenerateRequest(msgs, 4)])[0]
+    assert isinstance(prompt, dict), prompt
+    conversation, parts = chat_conversation(msgs)
+    pictures = [load_image(p.path, p.sha256) for p in parts]
+    sent = prompt["multi_modal_data"]["image"]
+    assert [im.tobytes() for im in sent] == [im.tobytes() for im in pictures]  # a, b, c, a
+
+    text, rendered = prompt_text(v.processor, prompt), v.adapter.render(v.processor, conversation, True)
+    assert text in (rendered, f"{v.tokenizer.bos_token}{rendered}")  # the tokenizer's BOS where the template writes none
+    placeholder = VLLM_IMAGE_PLACEHOLDERS.get(config_type(path))
+    if placeholder is None:
+        pytest.skip(f"vLLM's docs list no {config_type(path)} model; nothing to expand")
+    # One placeholder per image, each inside its own user turn, in order. Within a turn the
+    # template decides: most keep the image between its texts, LLaVA-OneVision's release
+    # writes a turn's images before its text.
+    demos = ["IMG", MARKERS[0], MARKERS[1], "IMG", "IMG", MARKERS[2], MARKERS[3]]
+    assert sequence(text, placeholder) in (
+        demos + [MARKERS[4], "IMG", MARKERS[5]],
+        demos + ["IMG", MARKERS[4], MARKERS[5]],
+    )
+
+    # What vLLM feeds the model is what the family's processor makes of the same conversation.
+    fed = vllm_inputs(v.processor, prompt)["input_ids"][0].tolist()
+    own = v.processor.apply_chat_template(
+        _with_pixels(conversation, pictures), add_generation_prompt=True, tokenize=True, return_dict=True
+    )["input_ids"]
+    own = own.tolist() if hasattr(own, "tolist") else list(own)
+    own = list(own[0]) if own and not isinstance(own[0], int) else own
+    assert fed == own
+    bos = v.tokenizer.bos_token_id
+    assert bos is None or fed[:2] != [bos, bos]
+    assert engine == []  # building a request sends nothing
+
+
+def _with_pixels(conversation: list[dict], pictures) -> list[dict]:
+    queue = iter(pictures)
+    return [
+        {**m, "content": [{**p, "image": next(queue)} if p["type"] == "image" else p for p in m["content"]]}
+        for m in conversation
+    ]
+
+
+def test_scores_and_generation_equal_the_hf_backend_per_family(tiny_models, images, any_family):
+    """Through an engine that feeds the model what vLLM would: the HF backend's numbers, every family."""
+    path = tiny_models[any_family]
+    h = HFBackend(str(path), device="cpu", dtype="float32", batch_size=4)
+    v, _ = vllm_backend(path)
+    v.capabilities = type(v.capabilities)(**{**v.capabilities.__dict__, "max_images": 4})
+    msgs = interleaved(images)
+    reqs = [ScoreRequest(msgs, OPTIONS[:2]), ScoreRequest(few_shot(images)[-1:], OPTIONS[2:])]
+    for a, b in zip(v.score(reqs), h.score(reqs)):
+        assert_same_scores(a, b)
+    gens = [GenerateRequest(msgs, 4)]
+    ours, theirs = v.generate(gens)[0], h.generate(gens)[0]
+    assert (ours.text, ours.prompt_tokens, ours.output_tokens, ours.error) == (
+        theirs.text,
+        theirs.prompt_tokens,
+        theirs.output_tokens,
+        theirs.error,
+    )
+
+
+def test_a_template_that_drops_an_image_is_refused_before_the_engine(tiny_models, images):
+    """vLLM would fail the prompt deep in its processor; mmctx names the model and the counts first."""
+    engine = []
+    v = VLLMBackend(str(tiny_models["llava"]), engine=lambda p, s: engine.append(p) or [], max_images=4)
+    v.processor.chat_template = v.processor.chat_template.replace("<image>", "", 1)
+    gen = v.generate([GenerateRequest(interleaved(images), 4)])[0]
+    assert "0 image placeholders (<image>) for 4 images" in gen.error and str(tiny_models["llava"]) in gen.error
+    score = v.score([ScoreRequest(interleaved(images), ("red", "blue"))])[0]
+    assert "placeholder" in score.error
+    assert engine == []

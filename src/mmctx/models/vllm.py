@@ -6,14 +6,27 @@ when a `VLLMBackend` starts its engine. Everything else here is plain functions 
 `OptionScores`, usage), tested without vllm.
 
 **Prompt route.** The prompt is rendered as the HF backend renders it — its family adapter
-(`mmctx.models.adapters`) over the checkpoint's chat template — and handed to
-`LLM.generate` as ``{"prompt": text, "multi_modal_data": {"image": [PIL images in prompt
-order]}}``; vLLM's multimodal processor expands each image placeholder, set up with the
-adapter's ``processor_kwargs`` (vLLM's ``mm_processor_kwargs``: Idefics unsplit images,
-Qwen-VL pixel caps, …). Not `LLM.chat`: scoring must know the exact text vLLM tokenises, so
-that the option's tokens can be located in it, and that text must be the one the HF backend
-renders (vLLM resolves templates and content formats its own way). Adapters that build the
-model's inputs themselves (remote-code InternVL, Phi-vision, xGen-MM) are refused.
+(`mmctx.models.adapters`) over the checkpoint's chat template — tokenised as the HF backend
+tokenises it (special tokens only where the processor's own ``apply_chat_template`` adds them:
+`mmctx.models.spans.adds_special_tokens`), and handed to `LLM.generate` as a token prompt,
+``{"prompt_token_ids": ids, "multi_modal_data": {"image": [PIL images in prompt order]}}``;
+vLLM's multimodal processor expands each image placeholder, set up with the adapter's
+``processor_kwargs`` (vLLM's ``mm_processor_kwargs``: Idefics unsplit images, Qwen-VL pixel
+caps, …). Token ids, not text: vLLM tokenises a raw text prompt with
+``add_special_tokens=True``, so a template that writes BOS (Gemma 3, Mistral 3, Llama) would
+get a second one (vllm-project/vllm#9519; `LLM.chat` itself tokenises the rendered template
+and sends ids, vllm-project/vllm#55197). Not `LLM.chat`: scoring must know the exact tokens
+vLLM is given, so that the option's tokens can be located in them, and the text must be the
+one the HF backend renders (vLLM resolves templates and content formats its own way).
+Adapters that build the model's inputs themselves (remote-code InternVL, Phi-vision, xGen-MM)
+are refused.
+
+**Image placeholders.** vLLM expands, for each image, the placeholder its model class names
+(``get_placeholder_str``); `VLLM_IMAGE_PLACEHOLDERS` lists them for the multi-image families
+vLLM documents, and a rendered prompt whose placeholder count differs from its image count is
+refused before it is sent, naming the model and both counts (vLLM would fail it inside its
+processor, after loading). ``limit_mm_per_prompt`` allows the plan's most images and no video
+or audio, which mmctx never sends (vLLM reserves encoder memory for every allowed item).
 
 **Scoring.** Per option one request whose prompt is the generation prompt + the template's
 lead + the option (`SamplingParams(max_tokens=1, prompt_logprobs=0)`); the options of every
@@ -65,19 +78,50 @@ from typing import Any, Callable, Iterable, Sequence
 from mmctx.models.adapters import Adapter, adapter_for
 from mmctx.models.base import (
     Capabilities,
-    Generation,
     GenerateRequest,
+    Generation,
     ModelInfo,
     OptionScores,
     ScoreRequest,
 )
 from mmctx.models.revision import folder_digest
-from mmctx.models.spans import ModelError, answer_turn, chat_conversation, continuations, option_spans
+from mmctx.models.spans import (
+    ModelError,
+    adds_special_tokens,
+    answer_turn,
+    chat_conversation,
+    continuations,
+    option_spans,
+)
 from mmctx.prompts.messages import ImagePart, Prompt
 
 SPEC_PREFIX = "vllm:"
+# What vLLM's model class expands for each image (its ``get_placeholder_str``), by config
+# ``model_type``: the text the family's chat template must write once per image, in order.
+# Multi-image support and placeholders: vllm-project/vllm docs/models/supported_models.md
+# (``I+``: several images a prompt) and examples/offline_inference/vision_language_multi_image.py
+# (at 85f1f91: load_qwen2_vl, load_qwen2_5_vl, load_idefics3, load_smolvlm, load_llava,
+# load_llava_onevision, load_gemma3, load_mistral3, load_pixtral_hf, load_interns1).
+_QWEN_VL_IMAGE = "<|vision_start|><|image_pad|><|vision_end|>"  # vllm/model_executor/models/qwen2_vl.py
+VLLM_IMAGE_PLACEHOLDERS: dict[str, str] = {
+    "qwen2_vl": _QWEN_VL_IMAGE,
+    "qwen2_5_vl": _QWEN_VL_IMAGE,  # qwen2_5_vl.py
+    "qwen3_vl": _QWEN_VL_IMAGE,  # qwen3_vl.py
+    "idefics3": "<image>",  # idefics3.py (the example runs it with several images)
+    "smolvlm": "<image>",  # smolvlm.py, Idefics3's processor
+    "llava": "<image>",  # llava.py: LLaVA-1.5 and LLaVA-Interleave
+    "llava_next": "<image>",  # llava_next.py
+    "llava_onevision": "<image>",  # llava_onevision.py
+    "gemma3": "<start_of_image>",  # gemma3_mm.py
+    "mistral3": "[IMG]",  # mistral3.py (HF format; the Mistral format is PixtralForConditionalGeneration)
+    "internvl": "<IMG_CONTEXT>",  # InternVLForConditionalGeneration (-hf) runs as interns1.py
+    "phi4_multimodal": "<|image|>",  # phi4_multimodal.py (native transformers format)
+}
+# Modalities an engine may otherwise reserve encoder memory for; mmctx sends images only
+# (the example's run_chat sets them to 0 in the same way).
+_OTHER_MODALITIES = ("video", "audio")
 # Part of every cache key: bump when how option spans or scores are computed changes.
-SCORING_VERSION = "1"
+SCORING_VERSION = "2"  # 2: token prompts (no second BOS after a template that writes one)
 # Options `load_backend` passes to every backend that mean nothing to vLLM.
 _HF_ONLY_OPTIONS = ("device", "batch_size", "attn_implementation")
 
@@ -110,11 +154,30 @@ def load_image(path: str, sha256: str) -> Any:
         return image.convert("RGB")
 
 
-def engine_prompt(text: str, images: Sequence[Any]) -> dict:
-    """A vLLM prompt: the rendered text and, if any, its images in order."""
+def prompt_ids(tokenizer: Any, text: str) -> list[int]:
+    """The ids of a template-rendered prompt, as the HF backend feeds them: special tokens only
+    where the processor's own ``apply_chat_template(tokenize=True)`` adds them (no second BOS)."""
+    return tokenizer(text, add_special_tokens=adds_special_tokens(tokenizer, [text]))["input_ids"]
+
+
+def engine_prompt(ids: Sequence[int], images: Sequence[Any]) -> dict:
+    """A vLLM token prompt: the rendered prompt's ids and, if any, its images in order."""
     if not images:
-        return {"prompt": text}
-    return {"prompt": text, "multi_modal_data": {"image": list(images)}}
+        return {"prompt_token_ids": list(ids)}
+    return {"prompt_token_ids": list(ids), "multi_modal_data": {"image": list(images)}}
+
+
+def check_placeholders(text: str, n_images: int, placeholder: str | None, model: str) -> None:
+    """The rendered prompt must carry vLLM's placeholder once per image (``None``: a family
+    vLLM documents no placeholder for, left to vLLM)."""
+    if placeholder is None:
+        return
+    found = text.count(placeholder)
+    if found != n_images:
+        raise ModelError(
+            f"{model}: the chat template wrote {found} image placeholders ({placeholder}) for {n_images} images; "
+            "vLLM expands one per image"
+        )
 
 
 def max_images_per_prompt(prompts: Iterable[Prompt]) -> int:
@@ -353,7 +416,8 @@ def engine_args(
     engine_kwargs: dict | None = None,
 ) -> dict:
     """Keyword arguments of `vllm.LLM`: prefix caching on, images per prompt capped at
-    ``max_images``, the HF processor set up as the adapter sets it (``mm_processor_kwargs``)."""
+    ``max_images`` (no video or audio), the HF processor set up as the adapter sets it
+    (``mm_processor_kwargs``)."""
     args: dict[str, Any] = {
         "model": model,
         "revision": revision,
@@ -362,7 +426,7 @@ def engine_args(
         "tensor_parallel_size": tensor_parallel_size,
         "trust_remote_code": trust_remote_code,
         "enable_prefix_caching": True,
-        "limit_mm_per_prompt": {"image": max_images},
+        "limit_mm_per_prompt": {"image": max_images, **{m: 0 for m in _OTHER_MODALITIES}},
         "seed": seed,
         "disable_log_stats": not engine_metrics,
     }
@@ -438,6 +502,7 @@ class VLLMBackend:
     ):
         config, self.adapter, self.processor = self._load(model, revision, trust_remote_code, adapter)
         self.tokenizer = getattr(self.processor, "tokenizer", self.processor)
+        self.image_placeholder = VLLM_IMAGE_PLACEHOLDERS.get(getattr(config, "model_type", None) or "")
         if self.adapter.max_images is not None:
             max_images = min(max_images, self.adapter.max_images)
         self.engine_args = engine_args(
@@ -478,7 +543,7 @@ class VLLMBackend:
     @staticmethod
     def _load(model: str, revision: str | None, trust_remote_code: bool, name: str | None) -> tuple[Any, Adapter, Any]:
         """The model's config, family adapter and HF processor (set up as the adapter says)."""
-        from transformers import AutoConfig, AutoProcessor
+        from transformers import AutoConfig
 
         kwargs = {"revision": revision, "trust_remote_code": trust_remote_code}
         try:
@@ -489,7 +554,9 @@ class VLLMBackend:
         if adapter.needs_remote_code and not trust_remote_code:
             raise ModelError(f"model {model!r} ({adapter.family}) runs its own code: pass --trust-remote-code")
         try:
-            processor = AutoProcessor.from_pretrained(model, **adapter.processor_kwargs, **kwargs)
+            # The adapter's loader, as in the HF backend: a family whose processor needs mending
+            # (no chat template on the processor, no torchvision) gets the same mending here.
+            processor = adapter.load_processor(model, kwargs)
         except Exception as exc:
             raise ModelError(f"model {model!r} could not be loaded: {exc}") from exc
         if getattr(processor, "chat_template", None) is None and type(adapter).render is Adapter.render:
@@ -545,16 +612,27 @@ class VLLMBackend:
     def _images(self, parts: list[ImagePart]) -> list[Any]:
         return [load_image(part.path, part.sha256) for part in parts]
 
-    # ---- generate ------------------------------------------------------------------------------
+    def _engine_prompt(self, text: str, images: list[Any]) -> dict:
+        """The token prompt vLLM is given for rendered ``text`` and its images."""
+        check_placeholders(text, len(images), self.image_placeholder, self.info.name)
+        return engine_prompt(prompt_ids(self.tokenizer, text), images)
 
-    def generate(self, requests: list[GenerateRequest]) -> list[Generation]:
+    def engine_prompts(self, requests: list[GenerateRequest]) -> list[dict | str]:
+        """Each request as the engine prompt it is sent as, or the error string it fails with
+        (a bad image, a template that drops an image's placeholder): nothing is sent."""
         prompts: list[dict | str] = []
         for request in requests:
             try:
                 conversation, images = chat_conversation(request.messages)
-                prompts.append(engine_prompt(self._render(conversation, True), self._images(images)))
+                prompts.append(self._engine_prompt(self._render(conversation, True), self._images(images)))
             except Exception as exc:  # noqa: BLE001 - a bad image fails its request only
                 prompts.append(describe_failure(exc))
+        return prompts
+
+    # ---- generate ------------------------------------------------------------------------------
+
+    def generate(self, requests: list[GenerateRequest]) -> list[Generation]:
+        prompts = self.engine_prompts(requests)
         ready = [i for i, p in enumerate(prompts) if isinstance(p, dict)]
         outputs = self._run([prompts[i] for i in ready], [generation_params(requests[i]) for i in ready])
         results: list[Any] = list(prompts)
@@ -567,11 +645,12 @@ class VLLMBackend:
 
     def _query(self, request: ScoreRequest) -> tuple[list[OptionRequest], list[Any]]:
         """One query's option requests and its images (shared by all its options)."""
-        conversation, images = chat_conversation(request.messages)
+        conversation, parts = chat_conversation(request.messages)
         prompt_text = self._render(conversation, True)
+        check_placeholders(prompt_text, len(parts), self.image_placeholder, self.info.name)
         answered = [self._render(conversation + [answer_turn(o)], False) for o in request.options]
         options = option_requests(self.tokenizer, prompt_text, answered, request.options, self.info.name)
-        return options, self._images(images)
+        return options, self._images(parts)
 
     def score(self, requests: list[ScoreRequest]) -> list[OptionScores]:
         """All options of all ``requests`` go to the engine together."""
@@ -582,7 +661,7 @@ class VLLMBackend:
             except Exception as exc:  # noqa: BLE001 - a template or image problem fails its query only
                 queries.append(describe_failure(exc))
         flat = [(q, option) for q, query in enumerate(queries) if not isinstance(query, str) for option in query[0]]
-        prompts = [engine_prompt(option.text, queries[q][1]) for q, option in flat]
+        prompts = [engine_prompt(prompt_ids(self.tokenizer, option.text), queries[q][1]) for q, option in flat]
         outputs = self._prompt_logprobs(prompts, [option for _, option in flat])
         by_query: dict[int, list[Any]] = {}
         for (q, _), output in zip(flat, outputs):
