@@ -9,7 +9,7 @@ generated texts match; the vLLM backend's prefix-cache usage.
 Exit status: 0 when every option's |Δ| is within ``--tol`` per token and the token
 bookkeeping agrees exactly; 1 otherwise; 2 when vllm or CUDA is missing.
 
-    python benchmarks/vllm_check.py [--model PATH_OR_ID] [--family idefics3|llava]
+    python benchmarks/vllm_check.py [--model PATH_OR_ID] [--family FAMILY (any tiny family)]
         [--setting 4-random] [--queries 4] [--dtype bfloat16] [--tol 0.05]
 
 The tiny checkpoint's weights are random: greedy texts can differ on near-ties in bf16, so
@@ -43,7 +43,9 @@ class Requests:
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="HF model id or folder (default: a tiny checkpoint built here)")
-    parser.add_argument("--family", default="idefics3", choices=["idefics3", "llava"], help="tiny checkpoint family")
+    from mmctx.models.tiny import FAMILIES
+
+    parser.add_argument("--family", default="idefics3", choices=FAMILIES, help="tiny checkpoint family")
     parser.add_argument("--hidden", type=int, default=256, help="tiny checkpoint width (4 heads)")
     parser.add_argument("--layers", type=int, default=2, help="tiny checkpoint depth")
     parser.add_argument("--setting", default="4-random", help="few-shot setting to plan, e.g. 4-random, 8-similar")

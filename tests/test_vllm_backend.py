@@ -714,3 +714,21 @@ def test_a_template_that_drops_an_image_is_refused_before_the_engine(tiny_models
     score = v.score([ScoreRequest(interleaved(images), ("red", "blue"))])[0]
     assert "placeholder" in score.error
     assert engine == []
+
+
+def test_a_vision_lora_the_hf_backend_applies_is_refused(tiny_models, tmp_path):
+    """Phi-4-multimodal ships its image LoRA in vision-lora/: the HF backend applies it after
+    loading; vLLM would run the base model on images without it, so the backend refuses."""
+    import shutil
+
+    from mmctx.models.adapters import adapter_for
+
+    path = tiny_models["phi4_multimodal"]
+    sub = getattr(adapter_for(str(path), config_type(path)), "vision_adapter", None)
+    assert sub, "the phi4_multimodal adapter names the release's vision LoRA folder"
+    VLLMBackend(str(path), engine=lambda p, s: [], max_images=2)  # without one: accepted
+    copy = shutil.copytree(path, tmp_path / "phi4-with-lora")
+    (copy / sub).mkdir()
+    (copy / sub / "adapter_config.json").write_text('{"peft_type": "LORA", "r": 320}')
+    with pytest.raises(ModelError, match=rf"vision LoRA in {sub}/.*use the HF backend"):
+        VLLMBackend(str(copy), engine=lambda p, s: [], max_images=2)

@@ -145,6 +145,29 @@ def pick_adapter(model: str, model_type: str | None, name: str | None) -> Adapte
     return adapter
 
 
+def unapplied_vision_adapter(model: str, adapter: Adapter, revision: str | None) -> str | None:
+    """The LoRA folder a checkpoint ships for image inputs, where its adapter names one (adapter
+    data ``vision_adapter``; Phi-4-multimodal: ``vision-lora``) and the checkpoint has it.
+
+    The HF backend applies it after loading (the adapter's ``prepare``); a vLLM engine would need
+    it as a LoRA request on every prompt, which this backend does not send, so such a checkpoint
+    would answer images with its base weights.
+    """
+    sub = getattr(adapter, "vision_adapter", None)
+    if not sub:
+        return None
+    name = f"{sub}/adapter_config.json"
+    if Path(model).is_dir():
+        return sub if (Path(model) / name).is_file() else None
+    from transformers.utils import cached_file
+
+    try:
+        found = cached_file(model, name, revision=revision, _raise_exceptions_for_missing_entries=False)
+    except Exception:  # noqa: BLE001 - an unreachable hub: loading the config fails first, with its own message
+        return None
+    return sub if found else None
+
+
 @lru_cache(maxsize=64)
 def load_image(path: str, sha256: str) -> Any:
     """The image as RGB PIL; cached by content hash too, since few-shot demos recur across prompts."""
@@ -501,6 +524,12 @@ class VLLMBackend:
         engine: Engine | None = None,
     ):
         config, self.adapter, self.processor = self._load(model, revision, trust_remote_code, adapter)
+        lora = unapplied_vision_adapter(str(model), self.adapter, revision)
+        if lora:
+            raise ModelError(
+                f"model {model!r} ships its vision LoRA in {lora}/, which the HF backend applies and this vLLM "
+                "backend does not (vLLM takes it as a LoRA request per prompt); use the HF backend"
+            )
         self.tokenizer = getattr(self.processor, "tokenizer", self.processor)
         self.image_placeholder = VLLM_IMAGE_PLACEHOLDERS.get(getattr(config, "model_type", None) or "")
         if self.adapter.max_images is not None:
