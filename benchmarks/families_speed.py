@@ -117,8 +117,10 @@ def best_of(repeats: int, fn) -> tuple[list, float]:
 
 def markdown(rows: list[SpeedRow]) -> str:
     lines = [
-        "| family | scoring path | queries | prompt tokens (mean) | images (mean) | path s | reference s "
-        "| ratio | max \\|Δ\\| |",
+        (
+            "| family | scoring path | queries | prompt tokens (mean) | images (mean) | path s | reference s "
+            "| ratio | max \\|Δ\\| |"
+        ),
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
