@@ -94,8 +94,10 @@ def test_native_checkpoints_of_remote_code_families_are_not_claimed_by_their_rem
     assert adapter_for("OpenGVLab/InternVL3-8B-hf", "internvl").family == "internvl_hf"
     assert adapter_for("OpenGVLab/InternVL3-8B", "internvl").family == "internvl_hf"  # a converted copy
     assert adapter_for("OpenGVLab/InternVL3-8B", "internvl_chat").family == "internvl"
-    # The native transformers Phi-4-MM (a converted revision) goes to the default path.
-    assert adapter_for("microsoft/Phi-4-multimodal-instruct", "phi4_multimodal") is DEFAULT
+    # The native transformers Phi-4-MM (a converted revision) has its own adapter; an id alone is remote code.
+    assert adapter_for("microsoft/Phi-4-multimodal-instruct", "phi4_multimodal").family == "phi4_multimodal"
+    assert adapter_for("/checkpoints/run-17", "phi4_multimodal").family == "phi4_multimodal"
+    assert adapter_for("microsoft/Phi-4-multimodal-instruct").family == "phi"
     assert adapter_for("microsoft/Phi-4-multimodal-instruct", "phi4mm").family == "phi"
     # The two xGen-MM formats share a model type; the id tells them apart.
     assert adapter_for("Salesforce/xgen-mm-phi3-mini-base-r-v1.5", "xgenmm").family == "xgen_mm_base"
@@ -124,14 +126,16 @@ def test_family_names_are_unique_and_fields_follow_the_paper():
     expected = {
         "qwen_vl": ("float16", ()), "internvl": ("float16", ("8bit",)), "internvl_hf": ("float16", ("8bit",)),
         "idefics": ("float16", ("4bit",)), "llava": ("float16", ("4bit",)), "phi": ("float32", ()),
-        "xgen_mm": ("float32", ()), "xgen_mm_base": ("float32", ()),
+        "xgen_mm": ("float32", ()), "xgen_mm_base": ("float32", ()), "phi4_multimodal": ("float32", ()),
     }  # fmt: skip
     for family, (dtype, quantization) in expected.items():
         a = adapters[family]
         assert a.dtypes[0] == dtype and a.quantization == quantization, family
         assert a.needs_remote_code == (family in REMOTE_FAMILIES), family
         assert a.notes, family
-    assert adapters["phi"].auto_class == "AutoModelForCausalLM"
+    assert adapters["phi"].auto_class == adapters["phi4_multimodal"].auto_class == "AutoModelForCausalLM"
+    for family in REMOTE_FAMILIES:  # `mmctx models` says how far these are tested
+        assert "stub processors only" in adapters[family].notes, family
     assert adapters["internvl"].auto_class == "AutoModel"
     assert adapters["xgen_mm"].auto_class == "AutoModelForVision2Seq"
 

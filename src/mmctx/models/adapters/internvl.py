@@ -123,7 +123,7 @@ INTERNVL = register(
         needs_remote_code=True,
         dtypes=DTYPES,
         quantization=("8bit",),
-        notes="remote code; internvl2_5 template and <IMG_CONTEXT> expansion done here; ≤6 tiles + thumbnail "
-        "an image; needs prepare() after loading; paper: fp16, 8-bit",
+        notes="remote code (rendering tested with stub processors only); internvl2_5 template and <IMG_CONTEXT> "
+        "expansion done here; ≤6 tiles + thumbnail an image; needs prepare() after loading; paper: fp16, 8-bit",
     )
 )

@@ -107,7 +107,8 @@ XGEN_MM_BASE = register(
         aliases=(r"xgen-mm[^/]*-base",),
         chat=False,
         **COMMON,
-        notes="remote code; <image>…<|endofchunk|> chunks; needs prepare() (update_special_tokens); paper: fp32",
+        notes="remote code (rendering tested with stub processors only); <image>…<|endofchunk|> chunks; "
+        "needs prepare() (update_special_tokens); paper: fp32",
     )
 )
 XGEN_MM = register(
@@ -116,7 +117,8 @@ XGEN_MM = register(
         aliases=(r"xgen-mm", r"blip-?3"),
         model_types=(MODEL_TYPE,),
         **COMMON,
-        notes="remote code; Phi-3 chat with <image> placeholders; needs prepare() (update_special_tokens); "
+        notes="remote code (rendering tested with stub processors only); Phi-3 chat with <image> placeholders; "
+        "needs prepare() (update_special_tokens); "
         "AutoModelForVision2Seq is gone from transformers 5; paper: fp32",
     )
 )
