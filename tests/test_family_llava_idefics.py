@@ -28,7 +28,14 @@ INTERLEAVE_RELEASED = "{% for message in messages %}{{'<|im_start|>' + message['
 # (the same string in SmolVLM-256M-Instruct, SmolVLM-Instruct and SmolVLM2)
 SMOLVLM_RELEASED = "<|im_start|>{% for message in messages %}{{message['role'] | capitalize}}{% if message['content'][0]['type'] == 'image' %}{{':'}}{% else %}{{': '}}{% endif %}{% for line in message['content'] %}{% if line['type'] == 'text' %}{{line['text']}}{% elif line['type'] == 'image' %}{{ '<image>' }}{% endif %}{% endfor %}<end_of_utterance>\n{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"  # fmt: skip
 
-RELEASED = {"llava_onevision": ONEVISION_RELEASED, "llava": INTERLEAVE_RELEASED, "idefics3": SMOLVLM_RELEASED}
+# https://huggingface.co/HuggingFaceM4/Idefics3-8B-Llama3/blob/92a708af3b96e7fe9aeac5d439a1f64083868a05/processor_config.json
+IDEFICS3_8B_RELEASED = "<|begin_of_text|>{% for message in messages %}{{message['role'].capitalize()}}{% if message['content'][0]['type'] == 'image' %}{{':'}}{% else %}{{': '}}{% endif %}{% for line in message['content'] %}{% if line['type'] == 'text' %}{{line['text']}}{% elif line['type'] == 'image' %}{{ '<image>' }}{% endif %}{% endfor %}<end_of_utterance>\n{% endfor %}{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"  # fmt: skip
+
+RELEASED = {
+    "llava_onevision": ONEVISION_RELEASED, "llava": INTERLEAVE_RELEASED, "idefics3": SMOLVLM_RELEASED,
+    "idefics3_llama3": IDEFICS3_8B_RELEASED,
+}  # fmt: skip
+NO_BOS_PREPENDED = ("llava_onevision", "llava", "idefics3")
 FAMILIES = tuple(RELEASED)
 
 
@@ -92,7 +99,7 @@ def test_released_renderings_as_the_hub_documents_them(backends):
     assert smol == "<|im_start|>User:<image>What is shown in this image?<end_of_utterance>\nAssistant:"
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", NO_BOS_PREPENDED)
 def test_fed_ids_start_as_released(family, backends, images):
     """No tokenizer here prepends a BOS, as none of the releases' does: the ids start with the template's own."""
     backend = backends[family]
@@ -102,6 +109,16 @@ def test_fed_ids_start_as_released(family, backends, images):
     assert backend.tokenizer("Answer", add_special_tokens=True)["input_ids"] == backend.tokenizer(
         "Answer", add_special_tokens=False
     )["input_ids"]
+
+
+def test_idefics3_8b_gets_one_bos_from_template_and_tokenizer(backends, images):
+    """Idefics3-8B's template writes <|begin_of_text|> and its Llama 3 tokenizer prepends it too: one is fed."""
+    backend = backends["idefics3_llama3"]
+    bos = backend.tokenizer.bos_token_id
+    assert backend.tokenizer("Answer")["input_ids"][0] == bos  # the tokenizer really prepends it
+    conversation, pictures = backend._hf_messages(few_shot(images))
+    ids = backend._process([backend._template(conversation, True)], [pictures])["input_ids"][0].tolist()
+    assert ids[0] == bos and ids[1] != bos and ids.count(bos) == 1
 
 
 def test_onevision_tiles_one_image_and_not_several(backends, images):
