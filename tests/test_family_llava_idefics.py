@@ -171,3 +171,21 @@ def test_generate_decodes_only_new_tokens(family, backends, images):
     specials = [t for t in backend.tokenizer.all_special_tokens if len(t) > 1]
     assert not any(t in out.text for t in specials)
     assert 0 < out.output_tokens <= 6
+
+
+def test_onevision_token_costs_in_the_adapter_are_the_releases(backends):
+    """`mmctx models` states OneVision's image cost; the numbers are the release's own arithmetic (729-token
+    384-px views on a 6×6 grid of 384-px tiles, anyres_max_9)."""
+    import copy
+
+    from mmctx.models.adapters import adapter_for
+
+    adapter = adapter_for("llava-hf/llava-onevision-qwen2-0.5b-ov-hf", "llava_onevision")
+    assert adapter.family == "llava" and "anyres" in adapter.notes and "730 an image" in adapter.notes
+    released = copy.deepcopy(backends["llava_onevision"].processor)
+    released.num_image_tokens = 729
+    released.image_processor.image_grid_pinpoints = [[384 * h, 384 * w] for h in range(1, 7) for w in range(1, 7)]
+    assert released._get_number_of_features(384, 384, 384, 384) == 1485
+    assert released._get_number_of_features(480, 640, 384, 384) == 2929
+    doc = __import__("mmctx.models.adapters.llava", fromlist=["_"]).__doc__
+    assert "1,485" in doc and "2,929" in doc and "730 each" in doc

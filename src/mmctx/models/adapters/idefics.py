@@ -2,7 +2,10 @@
 
 Chat template: ``User:<image>text<end_of_utterance>\\nAssistant: answer<end_of_utterance>\\n``;
 every demo turn carries its own ``{"type": "image"}`` entry and the processor takes the images
-in order.
+in order. The released templates open with the tokenizer's BOS (SmolVLM: ``<|im_start|>``, a
+tokenizer that adds nothing; Idefics3-8B-Llama3: ``<|begin_of_text|>``, which its Llama 3
+tokenizer also prepends): the backend adds no second one (tiny families ``idefics3`` and
+``idefics3_llama3`` mirror both).
 
 Token budget (processor_kwargs):
 
