@@ -1,10 +1,10 @@
 """Phi-3.5-vision and Phi-4-multimodal: remote code (raw-string prompts, numbered image tags), and
 the native transformers Phi-4-multimodal.
 
-Both load with `AutoModelForCausalLM` + `AutoProcessor` (``trust_remote_code``). Neither takes
-chat-format image entries: the prompt is a string in which ``<|image_1|>`` … ``<|image_N|>``
-stand for the images, numbered from 1 across the whole prompt in the order the images are
-passed. `render` writes it:
+The remote-code checkpoints both load with `AutoModelForCausalLM` + `AutoProcessor`
+(``trust_remote_code``). Neither takes chat-format image entries: the prompt is a string in
+which ``<|image_1|>`` … ``<|image_N|>`` stand for the images, numbered from 1 across the whole
+prompt in the order the images are passed. `render` writes it:
 
 * Phi-4-multimodal (model card): ``<|system|>…<|end|><|user|><|image_1|>…<|end|><|assistant|>…``
   with nothing between the tags;
@@ -22,7 +22,8 @@ view, about 750 tokens, so 9 images take about 7k of its 128k context. Phi-4-MM'
 no such setting (its tiling is ``dynamic_hd`` in its own config) and ignores the keyword.
 
 The main-branch hub repos are remote code written for transformers 4. Only stub processors test
-this rendering (`tests/test_adapters.py`): their code cannot run in transformers 5.
+this rendering (`tests/test_adapters.py`): the remote code is not part of transformers, so no tiny
+checkpoint of it can be built offline.
 
 ``phi4_multimodal``: the native transformers conversion (model type ``phi4_multimodal``; the hub
 repo's transformers-native revision). Its model class is registered under `AutoModelForCausalLM`
@@ -42,6 +43,7 @@ Paper (FewMMBench A.2): fp32 for both (half precision was not compatible), no qu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -120,8 +122,6 @@ class Phi4MultimodalAdapter(Adapter):
 
 def _has_file(model: str, name: str) -> bool:
     """Whether checkpoint ``model`` (a folder or a hub id) has the file ``name``."""
-    from pathlib import Path
-
     if Path(model).is_dir():
         return (Path(model) / name).is_file()
     from transformers.utils import cached_file

@@ -17,7 +17,10 @@ Mirrors the release where defects hide:
   patches a crop (16 × 16 after pooling), as released, so the crops keep 32 × 32 patches here
   but of one pixel each (crops of 32 px instead of 448) and at most 2 crops an image instead
   of 36: about 550 tokens an image;
-* the attention layout: the released config's ``sliding_window`` (262,144, beyond any prompt).
+* the positions and attention layout: LongRoPE over 3/4 of each head, switching from short to
+  long factors past 4,096 positions (an 8-shot prompt here is longer), and the released config's
+  ``sliding_window`` (262,144, beyond any prompt, yet a window to mmctx's path check); tied
+  input and output embeddings.
 
 The audio encoder is as small as its config allows; mmctx never feeds it.
 """
@@ -29,9 +32,10 @@ from pathlib import Path
 from mmctx.models.tiny import TinyFamily, TinySize, register_tiny
 from mmctx.models.tiny.tokenizer import build_tokenizer
 
-# The native revision's chat template, as transformers' Phi-4-multimodal processor tests carry it
-# (https://github.com/huggingface/transformers/blob/main/tests/models/phi4_multimodal/
-# test_processor_phi4_multimodal.py, ``prepare_processor_dict``).
+# The native revision's chat template (its tokenizer_config.json), as transformers' Phi-4-multimodal
+# processor tests carried it (https://github.com/huggingface/transformers/blob/main/tests/models/
+# phi4_multimodal/test_processor_phi4_multimodal.py, ``prepare_processor_dict``, before the tests
+# switched to loading the hub revision itself).
 PHI4_TEMPLATE = (
     "{% for message in messages %}{{ '<|' + message['role'] + '|>' }}{% if message['content'] is string %}"
     "{{ message['content'] }}{% else %}{% for content in message['content'] %}{% if content['type'] == 'image' %}"
@@ -97,8 +101,10 @@ def _longrope(head_dim: int) -> dict:
     """The released rotary scheme: LongRoPE over 3/4 of each head, short factors up to 4,096
     positions and long ones beyond (where an 8-shot prompt of ~550 tokens an image goes)."""
     n = int(head_dim * ROTARY_FRACTION) // 2
-    return {"rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": ROTARY_FRACTION,
-            "short_factor": [1.0 + 0.05 * i for i in range(n)], "long_factor": [1.0 + 0.5 * i for i in range(n)]}  # fmt: skip
+    return {
+        "rope_type": "longrope", "rope_theta": 10000.0, "partial_rotary_factor": ROTARY_FRACTION,
+        "short_factor": [1.0 + 0.05 * i for i in range(n)], "long_factor": [1.0 + 0.5 * i for i in range(n)],
+    }  # fmt: skip
 
 
 PHI4_MULTIMODAL = register_tiny(
