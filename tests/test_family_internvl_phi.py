@@ -221,3 +221,22 @@ def test_phi4_checkpoint_with_a_vision_lora_needs_peft(checkpoints, tmp_path):
     (copy / "vision-lora" / "adapter_config.json").write_text("{}")
     with pytest.raises(ModelError, match=r"vision LoRA in vision-lora/.*needs peft"):
         HFBackend(str(copy), device="cpu", dtype="float32")
+
+
+def test_internvl_with_a_bos_prepending_tokenizer_gets_one_bos_and_exact_ppl(tmp_path, images):
+    """The InternLM2-based -hf conversions: a template without BOS and a tokenizer that prepends it."""
+    from mmctx.models.tiny import TinySize
+    from mmctx.models.tiny.internvl import build_llama
+
+    torch.manual_seed(0)
+    build_llama(tmp_path / "internvl-llama", TinySize())
+    backend = HFBackend(str(tmp_path / "internvl-llama"), device="cpu", dtype="float32")
+    assert backend.adapter.family == "internvl_hf"
+    conversation, pictures = backend._hf_messages(few_shot(images))
+    fed = backend._process([backend._template(conversation, True)], [pictures])["input_ids"][0].tolist()
+    own = _own_inputs(backend, conversation, pictures)["input_ids"][0].tolist()
+    bos = backend.tokenizer.bos_token_id
+    assert fed == own and fed[0] == bos and fed[1] != bos  # one BOS, the tokenizer's
+    request = ScoreRequest(few_shot(images), ("red", "dark green", "a small yellow square"))
+    got, naive = backend.score([request])[0], backend.score_naive(request)
+    assert max(abs(a - b) for a, b in zip(got.loglikelihoods, naive.loglikelihoods)) <= 1e-4

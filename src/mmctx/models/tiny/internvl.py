@@ -56,21 +56,37 @@ TOKENS_PER_TILE = int((TILE // PATCH) ** 2 * DOWNSAMPLE**2)
 
 
 def build(out: Path, size: TinySize) -> None:
-    from transformers import InternVLConfig, InternVLForConditionalGeneration, InternVLProcessor
-    from transformers.models.got_ocr2.image_processing_pil_got_ocr2 import GotOcr2ImageProcessorPil
-    from transformers.models.internvl.video_processing_internvl import InternVLVideoProcessor
-
-    # Qwen2.5-VL's tokenizer: no BOS token at all, and nothing prepended.
+    """InternVL3-1B-hf: Qwen2 language model, Qwen2.5-VL's tokenizer (no BOS token at all)."""
     tokenizer = build_tokenizer(
         SPECIAL, prepend=(), bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>",
         named_tokens=IMAGE_TOKENS,
     )  # fmt: skip
+    _build(out, size, tokenizer, "qwen2")
+
+
+def build_llama(out: Path, size: TinySize) -> None:
+    """The -hf conversions with an InternLM2 language model (InternVL2.5-8B-MPO-hf, InternVL3-9B-hf):
+    a Llama model whose tokenizer prepends ``<s>`` when called, under the same template (which
+    writes none), so the processor call must add it, once."""
+    tokenizer = build_tokenizer(
+        SPECIAL, prepend=(), bos_token="<s>", eos_token="</s>", pad_token="</s>", add_bos=True,
+        named_tokens=IMAGE_TOKENS,
+    )  # fmt: skip
+    _build(out, size, tokenizer, "llama")
+
+
+def _build(out: Path, size: TinySize, tokenizer, language_model: str) -> None:
+    from transformers import InternVLConfig, InternVLForConditionalGeneration, InternVLProcessor
+    from transformers.models.got_ocr2.image_processing_pil_got_ocr2 import GotOcr2ImageProcessorPil
+    from transformers.models.internvl.video_processing_internvl import InternVLVideoProcessor
+
     ids = tokenizer.convert_tokens_to_ids
     text = {
-        "model_type": "qwen2", "vocab_size": len(tokenizer), "hidden_size": size.hidden,
+        "model_type": language_model, "vocab_size": len(tokenizer), "hidden_size": size.hidden,
         "intermediate_size": size.hidden * 2, "num_hidden_layers": size.layers, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "max_position_embeddings": 4096, "use_sliding_window": False,
-        "tie_word_embeddings": False, "eos_token_id": ids("<|im_end|>"), "pad_token_id": tokenizer.pad_token_id,
+        "num_key_value_heads": 2, "max_position_embeddings": 4096, "tie_word_embeddings": False,
+        "eos_token_id": ids("<|im_end|>"), "pad_token_id": tokenizer.pad_token_id,
+        **({"use_sliding_window": False} if language_model == "qwen2" else {"bos_token_id": tokenizer.bos_token_id}),
     }  # fmt: skip
     vision = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
               "image_size": TILE, "patch_size": PATCH}  # fmt: skip
