@@ -94,6 +94,8 @@ def test_native_checkpoints_of_remote_code_families_are_not_claimed_by_their_rem
     assert adapter_for("OpenGVLab/InternVL3-8B-hf", "internvl").family == "internvl_hf"
     assert adapter_for("OpenGVLab/InternVL3-8B", "internvl").family == "internvl_hf"  # a converted copy
     assert adapter_for("OpenGVLab/InternVL3-8B", "internvl_chat").family == "internvl"
+    for native in ("OpenGVLab/InternVL3_5-8B-HF", "OpenGVLab/InternVL2_5-8B-MPO-hf", "OpenGVLab/InternVL3-1B-hf"):
+        assert adapter_for(native).family == "internvl_hf", native  # the id alone, before the config loads
     # The native transformers Phi-4-MM (a converted revision) has its own adapter; an id alone is remote code.
     assert adapter_for("microsoft/Phi-4-multimodal-instruct", "phi4_multimodal").family == "phi4_multimodal"
     assert adapter_for("/checkpoints/run-17", "phi4_multimodal").family == "phi4_multimodal"
