@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -732,3 +733,26 @@ def test_a_vision_lora_the_hf_backend_applies_is_refused(tiny_models, tmp_path):
     (copy / sub / "adapter_config.json").write_text('{"peft_type": "LORA", "r": 320}')
     with pytest.raises(ModelError, match=rf"vision LoRA in {sub}/.*use the HF backend"):
         VLLMBackend(str(copy), engine=lambda p, s: [], max_images=2)
+
+
+def test_a_run_sizes_the_engine_from_its_plan(tiny_models, shapes_bench, tmp_path):
+    """Through `mmctx run`'s own path: limit_mm_per_prompt is the plan's most images a prompt."""
+    from mmctx.run.evaluate import evaluate
+
+    engines = []
+
+    def factory(spec: str, **kwargs):
+        fake = FakeLLM(Path(spec.removeprefix("vllm:")))
+        backend = VLLMBackend.from_spec(spec, engine=fake, **kwargs)
+        fake.start(backend.engine_args)
+        engines.append(backend.engine_args)
+        return backend
+
+    spec = f"vllm:{tiny_models['gemma3']}"  # a template that writes BOS, sliding-window layers
+    outcome = evaluate(
+        shapes_bench, spec, tmp_path / "run", settings="4-random", scorers="generate,ppl", limit=1, tasks=["counting"],
+        show_progress=False, backend_factory=factory,
+    )  # fmt: skip
+    assert outcome.stats.errors == 0 and outcome.stats.done > 0
+    assert not [r for r in outcome.results if r.error]
+    assert engines[0]["limit_mm_per_prompt"] == {"image": 5, "video": 0, "audio": 0}  # 4 demos + the query
