@@ -8,15 +8,17 @@ requests exactly as a run does (caption/foil with 2 options and MCQA with 4), an
 per_option) against `HFBackend.score_naive` (the unshared reference: one full forward per option
 through the processor) on the same requests.
 
-Printed per family: the path chosen, seconds for all queries each way (best of ``--repeats``),
-their ratio, and the largest |Δ log-likelihood| between the two, which must be within
-`mmctx.models.hf.EXACT_TOLERANCE` (1e-4 in fp32) for the ratio to mean anything. The ratio is
-what carries over to real checkpoints; the seconds depend on the machine and the tiny size.
+Printed per family: the path chosen, seconds for all queries each way (the two alternate query
+by query, each query's best of ``--repeats``), their ratio, and the largest |Δ log-likelihood|
+between the two, which must be within `mmctx.models.hf.EXACT_TOLERANCE` (1e-4 in fp32) for the
+ratio to mean anything. On a machine busy with other work, ``--threads 1`` steadies the ratio.
+The ratio is what carries over to real checkpoints; the seconds depend on the machine and the
+tiny size.
 A family whose path is ``per_option`` runs the same forwards as the reference: its ratio is
 about 1 by construction. The expected ratio of a shared-prefix path is about the number of
 options (one prefill per query instead of one per option).
 
-    python benchmarks/families_speed.py [--families gemma3,qwen2_vl] [--queries 2] [--repeats 2]
+    python benchmarks/families_speed.py [--families gemma3,qwen2_vl] [--queries 2] [--repeats 3] [--threads 1]
 """
 
 from __future__ import annotations
@@ -55,7 +57,8 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--families", default="", help="comma-separated tiny families (default: every registered one)")
     parser.add_argument("--queries", type=int, default=2, help="8-shot queries per format (caption/foil, MCQA)")
-    parser.add_argument("--repeats", type=int, default=2, help="timed repeats; the best is kept")
+    parser.add_argument("--repeats", type=int, default=3, help="timed repeats; each query's best is kept")
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: every core)")
     parser.add_argument("--hidden", type=int, default=256, help="language model width of the tiny checkpoints")
     parser.add_argument("--layers", type=int, default=4, help="language model depth of the tiny checkpoints")
     parser.add_argument("--setting", default="8-similar", help="few-shot setting the prompts are planned with")
@@ -89,8 +92,7 @@ def measure(family: str, bench, args: argparse.Namespace, workdir: Path) -> Spee
         requests = planned_requests(bench, args.setting, args.queries)
         backend.score(requests[:1])  # the first scored query chooses the path (and warms up)
         row.path = backend.option_path or "undecided"
-        fast, row.fast_s = best_of(args.repeats, lambda: backend.score(requests))
-        naive, row.naive_s = best_of(args.repeats, lambda: [backend.score_naive(r) for r in requests])
+        fast, naive, row.fast_s, row.naive_s = interleaved_times(backend, requests, args.repeats)
         errors = [s.error for s in [*fast, *naive] if s.error]
         if errors:
             raise RuntimeError(errors[0])
@@ -105,14 +107,24 @@ def measure(family: str, bench, args: argparse.Namespace, workdir: Path) -> Spee
     return row
 
 
-def best_of(repeats: int, fn) -> tuple[list, float]:
-    """``fn()``'s result and its fastest wall time over ``repeats`` calls."""
-    best, result = float("inf"), None
+def interleaved_times(backend, requests: list, repeats: int) -> tuple[list, list, float, float]:
+    """Both ways' scores, and their seconds summed over queries, each query's best of ``repeats``.
+
+    The two ways alternate query by query, so a machine busy with other work slows both alike,
+    and each query keeps its fastest time: the ratio of the sums is what is compared.
+    """
+    fast_s, naive_s = [float("inf")] * len(requests), [float("inf")] * len(requests)
+    fast, naive = [], []
     for _ in range(max(1, repeats)):
-        start = time.perf_counter()
-        result = fn()
-        best = min(best, time.perf_counter() - start)
-    return result, best
+        fast, naive = [], []
+        for i, request in enumerate(requests):
+            start = time.perf_counter()
+            fast.append(backend.score([request])[0])
+            middle = time.perf_counter()
+            naive.append(backend.score_naive(request))
+            fast_s[i] = min(fast_s[i], middle - start)
+            naive_s[i] = min(naive_s[i], time.perf_counter() - middle)
+    return fast, naive, sum(fast_s), sum(naive_s)
 
 
 def markdown(rows: list[SpeedRow]) -> str:
@@ -146,7 +158,7 @@ def main() -> int:
     unknown = [n for n in names if n not in known]
     if unknown:
         raise SystemExit(f"unknown tiny families {unknown}; registered: {', '.join(known)}")
-    torch.set_num_threads(max(1, os.cpu_count() or 1))
+    torch.set_num_threads(args.threads or max(1, os.cpu_count() or 1))
     workdir = Path(tempfile.mkdtemp(prefix="mmctx-families-speed-"))
     bench = build_benchmark(workdir / "bench", queries_per_task=args.queries, seed=0)
     print(
