@@ -756,3 +756,13 @@ def test_a_run_sizes_the_engine_from_its_plan(tiny_models, shapes_bench, tmp_pat
     assert outcome.stats.errors == 0 and outcome.stats.done > 0
     assert not [r for r in outcome.results if r.error]
     assert engines[0]["limit_mm_per_prompt"] == {"image": 5, "video": 0, "audio": 0}  # 4 demos + the query
+
+
+def test_a_checkpoint_whose_template_drops_images_is_refused_before_any_request(tiny_models, tmp_path):
+    import shutil
+
+    copy = shutil.copytree(tiny_models["llava"], tmp_path / "llava-no-images")
+    template = copy / "chat_template.jinja"
+    template.write_text(template.read_text().replace("<image>", ""))
+    with pytest.raises(ModelError, match=r"llava-no-images.*0 image placeholders \(<image>\) for 2 images"):
+        VLLMBackend(str(copy), engine=lambda p, s: [], max_images=2)

@@ -23,9 +23,10 @@ are refused.
 
 **Image placeholders.** vLLM expands, for each image, the placeholder its model class names
 (``get_placeholder_str``); `VLLM_IMAGE_PLACEHOLDERS` lists them for the multi-image families
-vLLM documents, and a rendered prompt whose placeholder count differs from its image count is
-refused before it is sent, naming the model and both counts (vLLM would fail it inside its
-processor, after loading). ``limit_mm_per_prompt`` allows the plan's most images and no video
+vLLM documents. A template that does not write it once per image of a one-shot probe
+conversation is refused at load, and a rendered prompt whose placeholder count differs from its
+image count before it is sent, naming the model and both counts (vLLM would fail it inside its
+processor, after loading the weights). ``limit_mm_per_prompt`` allows the plan's most images and no video
 or audio, which mmctx never sends (vLLM reserves encoder memory for every allowed item).
 
 **Scoring.** Per option one request whose prompt is the generation prompt + the template's
@@ -532,6 +533,7 @@ class VLLMBackend:
             )
         self.tokenizer = getattr(self.processor, "tokenizer", self.processor)
         self.image_placeholder = VLLM_IMAGE_PLACEHOLDERS.get(getattr(config, "model_type", None) or "")
+        self._check_template(str(model))
         if self.adapter.max_images is not None:
             max_images = min(max_images, self.adapter.max_images)
         self.engine_args = engine_args(
@@ -568,6 +570,21 @@ class VLLMBackend:
         self.capabilities = Capabilities(
             max_images=max_images, interleaved=True, loglikelihood=True, chat_template=True, context_window=window
         )
+
+    def _check_template(self, model: str) -> None:
+        """Before any request: the chat template writes vLLM's placeholder once per image (a
+        one-shot conversation as the probe), so a template vLLM cannot expand fails at load, by name."""
+        turn = [{"type": "image"}, {"type": "text", "text": "?"}]
+        probe = [
+            {"role": "user", "content": turn},
+            {"role": "assistant", "content": [{"type": "text", "text": "a"}]},
+            {"role": "user", "content": turn},
+        ]
+        try:
+            text = self._render(probe, True)
+        except Exception as exc:
+            raise ModelError(f"{model}: the chat template cannot render a one-shot image conversation: {exc}") from exc
+        check_placeholders(text, 2, self.image_placeholder, model)
 
     @staticmethod
     def _load(model: str, revision: str | None, trust_remote_code: bool, name: str | None) -> tuple[Any, Adapter, Any]:
