@@ -118,6 +118,9 @@ VLLM_IMAGE_PLACEHOLDERS: dict[str, str] = {
     "internvl": "<IMG_CONTEXT>",  # InternVLForConditionalGeneration (-hf) runs as interns1.py
     "phi4_multimodal": "<|image|>",  # phi4_multimodal.py (native transformers format)
 }
+# Not here: Idefics2 (no vLLM model class in its docs: vLLM refuses it at load), and the
+# remote-code Phi-3.5-vision / Phi-4-MM / InternVL / xGen-MM, whose adapters build the model's
+# inputs themselves (`pick_adapter` refuses them).
 # Modalities an engine may otherwise reserve encoder memory for; mmctx sends images only
 # (the example's run_chat sets them to 0 in the same way).
 _OTHER_MODALITIES = ("video", "audio")
