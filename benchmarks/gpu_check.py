@@ -46,6 +46,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -204,41 +205,44 @@ def load_requests(folder: Path) -> Requests:
 # ---- models ----------------------------------------------------------------------------------
 
 
-def model_folders(args: argparse.Namespace, workdir: Path) -> list[tuple[str, Path]]:
-    """(name, checkpoint folder) of every model checked."""
+def model_folders(args: argparse.Namespace, workdir: Path) -> list[tuple[str, Callable[[], Path]]]:
+    """(name, a call that returns its checkpoint folder) of every model checked; a tiny family is
+    built when its turn comes, so one that cannot be built here is a failed row, not a stopped check."""
     import mmctx
     from mmctx.models.tiny import build_tiny_vlm, tiny_families
 
-    models = []
+    models: list[tuple[str, Callable[[], Path]]] = []
     if not args.no_shipped:
         # The shipped checkpoint's folder, found without `mmctx.reference` (whose package needs pydantic).
         folder = Path(mmctx.__file__).resolve().parent / "reference_models" / SHIPPED.removeprefix("builtin:")
         if not (folder / "config.json").exists():
             raise SystemExit(f"{SHIPPED}: {folder} holds no checkpoint (a checkout without the shipped models?)")
-        models.append((SHIPPED, folder))
+        models.append((SHIPPED, lambda: folder))
     known = tiny_families()
     for name in [n.strip() for n in args.families.split(",") if n.strip()]:
         if name not in known:
             raise SystemExit(f"unknown tiny family {name!r}; registered: {', '.join(known)}")
-        models.append((f"tiny-{name}", build_tiny_vlm(workdir / name, family=name)))
+        models.append((f"tiny-{name}", lambda name=name: build_tiny_vlm(workdir / name, family=name)))
     return models
 
 
-def check_model(name: str, folder: Path, requests: Requests, args: argparse.Namespace) -> ModelResult:
+def check_model(name: str, checkpoint: Callable[[], Path], requests: Requests, args: argparse.Namespace) -> ModelResult:
     """One model through the CPU reference and each dtype on the device; a failure is recorded, never raised."""
     from mmctx.models.hf import HFBackend
 
-    result = ModelResult(name, str(folder))
+    result = ModelResult(name)
     started = time.perf_counter()
     gen_check, score_check = requests.generate[: args.check_queries], requests.score[: args.check_queries]
     try:
+        folder = checkpoint()
+        result.folder = str(folder)
         cpu = HFBackend(str(folder), device="cpu", dtype="float32", batch_size=8)
         reference_texts = [g.text for g in cpu.generate(gen_check)]
         reference_scores = cpu.score(score_check)
         del cpu
         gc.collect()
     except Exception as exc:  # noqa: BLE001 - the summary says which model failed and why
-        result.failures.append(f"CPU reference: {type(exc).__name__}: {exc}")
+        result.failures.append(f"build or CPU reference: {type(exc).__name__}: {exc}")
         result.seconds = time.perf_counter() - started
         return result
     for dtype in [d.strip() for d in args.dtypes.split(",") if d.strip()]:
@@ -405,8 +409,8 @@ def main(argv: list[str] | None = None) -> int:
     requests = load_requests(folder)
     print(f"{environment}; {len(requests.generate)} generate and {len(requests.score)} ppl requests ({SETTING})")
     results = []
-    for name, model_folder in model_folders(args, workdir):
-        results.append(check_model(name, model_folder, requests, args))
+    for name, checkpoint in model_folders(args, workdir):
+        results.append(check_model(name, checkpoint, requests, args))
         print(f"  {name}: {'ok' if results[-1].passed else 'FAILED'} in {results[-1].seconds:.0f} s", flush=True)
     print_table(results, "/".join(map(str, sizes)))
     passed = all(m.passed for m in results)
