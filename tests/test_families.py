@@ -37,3 +37,13 @@ def test_models_check_writes_the_table_and_refuses_an_unknown_family(tmp_path):
     assert "not checked: runs its own code" in table
     r = CliRunner().invoke(app, ["models", "--check", "--family", "gpt-17"])
     assert r.exit_code == 2 and "unknown tiny family 'gpt-17'" in r.output
+
+
+def test_models_check_fills_the_table_between_a_documents_markers(tmp_path):
+    from mmctx.cli import TABLE_BEGIN, TABLE_END, _with_table
+
+    doc = tmp_path / "families.md"
+    doc.write_text(f"# Families\n\nintro\n\n{TABLE_BEGIN}\nold table\n{TABLE_END}\n\nafter\n")
+    text = _with_table(doc, "| new |\n")
+    assert text == f"# Families\n\nintro\n\n{TABLE_BEGIN}\n| new |\n{TABLE_END}\n\nafter\n"
+    assert _with_table(tmp_path / "none.md", "| new |\n") == "| new |\n"

@@ -69,3 +69,14 @@ def test_processor_settings_changed_from_the_checkpoints_are_recorded_with_the_r
     checkpoint = json.loads((tiny_models["idefics2"] / "processor_config.json").read_text())["image_processor"]
     assert overrides["size"] == {"checkpoint": checkpoint["size"], "mmctx": {"longest_edge": 448, "shortest_edge": 378}}
     assert "do_image_splitting" not in overrides  # the release does not split either: nothing changed there
+
+
+def test_which_configs_have_a_window_that_takes_effect():
+    from transformers import Gemma3TextConfig, Phi3Config, Qwen2Config
+
+    from mmctx.models.hf import has_sliding_window
+
+    assert has_sliding_window(Gemma3TextConfig(sliding_window=1024))
+    assert not has_sliding_window(Phi3Config(sliding_window=262144, max_position_embeddings=131072))  # Phi-4's
+    assert has_sliding_window(Phi3Config(sliding_window=2047, max_position_embeddings=4096))
+    assert not has_sliding_window(Qwen2Config(sliding_window=4096, use_sliding_window=False))

@@ -589,6 +589,18 @@ def models_cmd(
     Console(width=max(200, console.width)).print(table)
 
 
+TABLE_BEGIN, TABLE_END = "<!-- conformance-table:begin -->", "<!-- conformance-table:end -->"
+
+
+def _with_table(path: Path, table: str) -> str:
+    """``path``'s text with the table between its markers replaced (docs/families.md); the table alone otherwise."""
+    old = path.read_text() if path.exists() else ""
+    if TABLE_BEGIN not in old or TABLE_END not in old:
+        return table
+    head, rest = old.split(TABLE_BEGIN, 1)
+    return f"{head}{TABLE_BEGIN}\n{table}{TABLE_END}{rest.split(TABLE_END, 1)[1]}"
+
+
 def _check_families(families: Optional[list[str]], out: Optional[Path]) -> None:
     """Build each tiny family in a scratch folder and print (and write) the conformance table."""
     import tempfile
@@ -614,7 +626,7 @@ def _check_families(families: Optional[list[str]], out: Optional[Path]) -> None:
         for problem in r.problems:
             console.print(f"[red]{r.family}[/red]: {escape(problem)}", soft_wrap=True)
     if out:
-        out.write_text(table)
+        out.write_text(_with_table(out, table))
         console.print(f"table → {out}")
     if not all(r.passed for r in rows):
         raise typer.Exit(1)

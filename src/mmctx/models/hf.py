@@ -100,12 +100,16 @@ def has_sliding_window(text_config) -> bool:
 
     ``layer_types`` (transformers 5) names each layer's kind; older configs say it with
     ``sliding_window`` alone, unless ``use_sliding_window`` turns it off (Qwen2's configs carry a
-    window they do not use).
+    window they do not use). A window at least as long as the model's longest context is none.
     """
+    window = getattr(text_config, "sliding_window", None)
+    longest = getattr(text_config, "max_position_embeddings", None)
+    if window and longest and window >= longest:
+        return False  # a window no prompt can exceed never takes effect (Phi-4's 262,144 over 131,072)
     types = getattr(text_config, "layer_types", None)
     if types:
         return any("sliding" in str(t) for t in types)
-    return bool(getattr(text_config, "sliding_window", None)) and getattr(text_config, "use_sliding_window", True) is not False
+    return bool(window) and getattr(text_config, "use_sliding_window", True) is not False
 
 
 def _pick_device(device: str) -> str:
