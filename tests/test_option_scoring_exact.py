@@ -38,9 +38,15 @@ def reference(backend: HFBackend, request: ScoreRequest) -> list[float]:
     prompt = processor.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
     scores = []
     for option in request.options:
-        text = prompt + option
+        # What the template writes between the generation prompt and an answer (LLaVA-Interleave's
+        # release: a second newline) is context: read it off the template's own answered turn.
+        answered = processor.apply_chat_template(
+            conversation + [{"role": "assistant", "content": [{"type": "text", "text": option}]}], tokenize=False
+        )
+        context = prompt + answered[len(prompt) : answered.index(option, len(prompt))]
+        text = context + option
         offsets = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)["offset_mapping"]
-        n_option = sum(1 for _, end in offsets if end > len(prompt))
+        n_option = sum(1 for _, end in offsets if end > len(context))
         kwargs = {"images": [image_list]} if image_list else {}
         inputs = processor(text=[text], return_tensors="pt", **kwargs)
         ids = inputs["input_ids"][0]
