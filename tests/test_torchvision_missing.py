@@ -113,3 +113,20 @@ def test_without_torchvision_the_model_gets_the_same_tokens_and_image_grids(fami
     fed = backend._process([backend._template(conversation, True)], [pictures])
     assert fed["input_ids"].tolist() == report[family]["ids"]
     assert fed["image_grid_thw"].tolist() == report[family]["grid"]
+
+
+@pytest.mark.parametrize("family", ["mistral3", "internvl", "phi4_multimodal"])
+def test_a_family_whose_processor_needs_torchvision_says_so_by_name(family, tmp_path):
+    """Without torchvision these processors cannot be built at all: one clear error, naming the package."""
+    path = build_tiny_vlm(tmp_path / family, family=family)
+    code = WITHOUT_TORCHVISION + (
+        "from mmctx.models.hf import HFBackend, ModelError\n"
+        "try:\n"
+        f"    HFBackend({str(path)!r}, device='cpu')\n"
+        "except ModelError as exc:\n"
+        "    print(exc)\n"
+    )
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300).stdout
+    assert "needs torchvision for its processor, which is not installed" in out, out
+    assert "pip install 'mmctx[vision]'" in out and str(path) in out

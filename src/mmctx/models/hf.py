@@ -95,6 +95,18 @@ class _Query:
     starts: list[int]
 
 
+# Families whose transformers processors import torchvision (video processors, or image
+# processors that exist only in their torchvision form); the Qwen-VL adapter falls back to an
+# image-only processor instead.
+TORCHVISION_FAMILIES = "InternVL (-hf), Mistral 3 / Pixtral, Phi-4-multimodal and, for video, Qwen2/2.5/3-VL"
+
+
+def _torchvision_missing(exc: BaseException) -> bool:
+    import importlib.util
+
+    return "torchvision" in str(exc).lower() and importlib.util.find_spec("torchvision") is None
+
+
 def has_sliding_window(text_config) -> bool:
     """Whether any attention layer of the language model sees only a window of recent tokens.
 
@@ -182,6 +194,11 @@ class HFBackend:
         except ModelError:
             raise
         except Exception as exc:
+            if _torchvision_missing(exc):
+                raise ModelError(
+                    f"model {model!r} ({self.adapter.family}) needs torchvision for its processor, which is not "
+                    f"installed: pip install 'mmctx[vision]' (processors of {TORCHVISION_FAMILIES} need it)"
+                ) from exc
             raise ModelError(f"model {model!r} could not be loaded: {exc}") from exc
         if quantization is None:  # quantized weights are placed by their loader
             self.model.to(self.device)
