@@ -24,10 +24,12 @@ def test_a_checkpoint_without_a_chat_template(shapes_bench, tmp_path):
     from mmctx.models.tiny import build_tiny_vlm
 
     path = build_tiny_vlm(tmp_path / "nochat", family="llava")
-    (path / "chat_template.jinja").unlink(missing_ok=True)
-    config = json.loads((path / "processor_config.json").read_text())
-    config.pop("chat_template", None)
-    (path / "processor_config.json").write_text(json.dumps(config))
+    for template in path.glob("chat_template*"):
+        template.unlink()
+    for config_file in path.glob("*.json"):  # processor and tokenizer configs may each carry one
+        config = json.loads(config_file.read_text())
+        if isinstance(config, dict) and config.pop("chat_template", None) is not None:
+            config_file.write_text(json.dumps(config))
     r = _run(shapes_bench, path, tmp_path / "run")
     assert r.exit_code == 2 and "has no chat template" in r.output and str(path) in r.output.replace("\n", "")
     assert _nothing_sent(tmp_path / "run")

@@ -215,8 +215,7 @@ class HFBackend:
         # The module holding a multimodal-RoPE model's position shift after its last prompt.
         self._rope_owner = next((m for m in self.model.modules() if hasattr(m, "rope_deltas")), None)
         self.tokenizer = getattr(self.processor, "tokenizer", self.processor)
-        renders_itself = type(self.adapter).render is not Adapter.render
-        if getattr(self.processor, "chat_template", None) is None and not renders_itself:
+        if getattr(self.processor, "chat_template", None) is None and self.adapter.uses_chat_template:
             raise ModelError(f"model {model!r} has no chat template; mmctx renders prompts through it")
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:

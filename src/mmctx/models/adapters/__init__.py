@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,9 @@ class Adapter:
     dtypes: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
     quantization: tuple[str, ...] = ()  # "8bit", "4bit" (bitsandbytes) where the family supports it
     notes: str = ""
+    # Whether prompts are rendered through the checkpoint's chat template (a checkpoint without
+    # one is refused); an adapter that writes the release's prompt format itself says False.
+    uses_chat_template: ClassVar[bool] = True
 
     def matches(self, model_id: str, model_type: str | None = None) -> bool:
         if model_type and model_type in self.model_types:

@@ -56,6 +56,8 @@ def tiles(image: Image.Image, size: int = 448, max_num: int = 6) -> list[Image.I
 
 @dataclass(frozen=True)
 class InternVLChatAdapter(Adapter):
+    uses_chat_template = False  # writes the release's prompt format itself
+
     image_size: int = 448
     max_tiles: int = 6
     tokens_per_tile: int = 256  # (448 / 14)² patches, pixel-shuffled by 0.5 in each direction

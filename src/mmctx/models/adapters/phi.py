@@ -60,6 +60,8 @@ def is_phi4(processor) -> bool:
 
 @dataclass(frozen=True)
 class PhiAdapter(Adapter):
+    uses_chat_template = False  # writes the release's prompt format itself
+
     def matches(self, model_id: str, model_type: str | None = None) -> bool:
         # A config that loads without remote code is a native checkpoint, not this one.
         return (not model_type or model_type in self.model_types) and super().matches(model_id, model_type)

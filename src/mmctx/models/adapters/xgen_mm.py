@@ -36,6 +36,8 @@ SYSTEM = (
 
 @dataclass(frozen=True)
 class XGenMMAdapter(Adapter):
+    uses_chat_template = False  # writes the release's prompt format itself
+
     chat: bool = True  # instruct: Phi-3 chat turns; base: interleaved chunks
 
     def matches(self, model_id: str, model_type: str | None = None) -> bool:
