@@ -209,5 +209,5 @@ def conformance_markdown(rows: list[FamilyRow], remote_only: list[tuple[str, str
             f"{mark(r.context)} | {r.seconds:.0f} |"
         )
     for name, why in remote_only:
-        lines.append(f"| {name} | — | {name} | not checked: {why} | | | | | | | |")
+        lines.append(f"| {name} (remote code) | — | {name} | not checked: {why} | | | | | | | |")
     return "\n".join(lines) + "\n"
