@@ -74,7 +74,9 @@ def build(out: Path, size: TinySize) -> None:
 
     tokenizer = build_tokenizer(
         SPECIAL, prepend=(), bos_token="<bos>", eos_token="<eos>", pad_token="<pad>", add_bos=True,
-        named_tokens={"boi_token": "<start_of_image>", "eoi_token": "<end_of_image>", "image_token": "<image_soft_token>"},
+        named_tokens={
+            "boi_token": "<start_of_image>", "eoi_token": "<end_of_image>", "image_token": "<image_soft_token>"
+        },
     )  # fmt: skip
     ids = tokenizer.convert_tokens_to_ids
     head_dim = 16
@@ -101,10 +103,14 @@ def build(out: Path, size: TinySize) -> None:
     )
     model = Gemma3ForConditionalGeneration(config)
     image_processor = Gemma3ImageProcessorPil(size={"height": 32, "width": 32}, do_pan_and_scan=False)
-    processor = Gemma3Processor(image_processor, tokenizer, chat_template=GEMMA3_TEMPLATE, image_seq_length=IMAGE_TOKENS)
+    processor = Gemma3Processor(
+        image_processor, tokenizer, chat_template=GEMMA3_TEMPLATE, image_seq_length=IMAGE_TOKENS
+    )
     save_checkpoint(out, model, tokenizer, "<end_of_turn>", processor=processor)
 
 
 GEMMA3 = register_tiny(
-    TinyFamily("gemma3", "google/gemma-3-4b-it", build, notes=f"sliding window {SLIDING_WINDOW} tokens; BOS in template")
+    TinyFamily(
+        "gemma3", "google/gemma-3-4b-it", build, notes=f"sliding window {SLIDING_WINDOW} tokens; BOS in template"
+    )
 )
