@@ -86,6 +86,22 @@ def test_run_score_report(shapes_bench, tmp_path):
     assert "| builtin:tiny-llava |" in md and "| builtin:tiny-idefics3 |" in md
 
 
+def test_report_and_view_only_read_the_run_folder(shapes_bench, tmp_path):
+    """Reading never writes: a report of a run folder leaves every file of it as it was."""
+    common = ["--settings", "0-shot", "--limit", "1", "--max-new-tokens", "4", "--no-progress"]
+    run = tmp_path / "run"
+    assert invoke("run", shapes_bench, "--model", "builtin:tiny-llava", "--out", run, *common).exit_code == 0
+    (run / "results.jsonl").write_text((run / "results.jsonl").read_text() + "\n")  # any change would show
+
+    def snapshot():
+        return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(run.iterdir()) if p.is_file()}
+
+    before = snapshot()
+    assert invoke("report", run, "--out", tmp_path / "report", "--no-figures").exit_code == 0
+    assert invoke("view", run, "--out", tmp_path / "site").exit_code == 0
+    assert snapshot() == before
+
+
 def test_run_refuses_a_bad_benchmark_with_the_record_named(shapes_bench, tmp_path):
     bench = load_benchmark(shapes_bench)
     bench.queries[0] = bench.queries[0].model_copy(update={"demo_keys": {"similar": ["nope"] * 8, "random": []}})

@@ -228,10 +228,11 @@ def report(
 ) -> None:
     """Print the papers' Table 4/5 layout for one or more runs; with --out, write the full report.
 
+    The run folders are only read: results are scored afresh in memory from the stored responses.
     Context-learning runs (`mmctx clbench run`) get CLBench-V's Tables 2 and 3 instead.
     """
     from mmctx.report.tables import markdown_tables, write_csv
-    from mmctx.run.evaluate import rescore
+    from mmctx.score.results import score_run, summarize
 
     runs, scored = [], []
     names: dict[str, int] = {}
@@ -243,7 +244,10 @@ def report(
     if len(kinds) > 1:
         _fail("these runs mix few-shot and context-learning (CLBench-V) runs; report them separately")
     for run_dir in run_dirs:
-        results, cells = rescore(run_dir)  # cheap, and never prints numbers from an older extractor
+        # Scored afresh in memory (cheap, and never numbers from an older extractor); a report
+        # only reads: `mmctx score` is what rewrites a run's results.jsonl and summary.json.
+        results = score_run(run_dir)
+        cells = summarize(results)
         name = _model_name(run_dir)
         names[name] = names.get(name, 0) + 1
         name = name if names[name] == 1 else f"{name} ({run_dir.name})"
