@@ -8,7 +8,7 @@ backend's adapter renders those through the processor's chat template, and the q
 (`reply_text`: the correct option's text) is appended; the loss is on that reply.
 
 Two stages, because a language model trained from scratch on a CPU budget learns to look
-things up in an image far too slowly end to end (measured in earlier sessions: thousands of
+things up in an image far too slowly end to end (measured in earlier training runs: thousands of
 steps on its no-information plateau). Stage 1 teaches the vision tower to classify each patch
 (which colour–shape pair, shape and size covers it, `pretrain_vision`), then to make the
 `patch_features` (how many objects of each colour–shape and size–shape pair, per-shape counts,
