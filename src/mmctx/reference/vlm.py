@@ -131,32 +131,10 @@ def prompt_corpus(bench: Benchmark) -> list[str]:
 
 def build_shapes_tokenizer(texts: Sequence[str], vocab_size: int = 1024):
     """A byte-level BPE over ``texts`` with the Idefics3 special tokens, wrapped for transformers."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    from mmctx.models.tiny import _BOS, _EOS, _PAD, _UNK
+    from mmctx.models.tiny import build_tokenizer
     from mmctx.models.tiny.idefics3 import SPECIAL
 
-    special = [_UNK, _PAD, _BOS, _EOS] + SPECIAL
-    tok = Tokenizer(models.BPE(unk_token=_UNK))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=special,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(list(texts), trainer=trainer)
-    return PreTrainedTokenizerFast(
-        tokenizer_object=tok,
-        unk_token=_UNK,
-        pad_token=_PAD,
-        bos_token=_BOS,
-        eos_token=_EOS,
-        additional_special_tokens=[t for t in SPECIAL if t != "<|im_start|>"],
-        model_max_length=4096,
-    )
+    return build_tokenizer(SPECIAL, vocab_size=vocab_size, corpus=list(texts))
 
 
 def build_shapes_vlm(out: Path, tokenizer, arch: Architecture = Architecture(), seed: int = 0) -> Path:

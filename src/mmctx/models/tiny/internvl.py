@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mmctx.models.tiny import TinyFamily, TinySize, register_tiny
-from mmctx.models.tiny.parts import save_checkpoint
+from mmctx.models.tiny.parts import QWEN_TOKENS, save_checkpoint
 from mmctx.models.tiny.tokenizer import build_tokenizer
 
 # OpenGVLab/InternVL3-1B-hf chat_template.json, as transformers' conversion script writes it
@@ -57,10 +57,7 @@ TOKENS_PER_TILE = int((TILE // PATCH) ** 2 * DOWNSAMPLE**2)
 
 def build(out: Path, size: TinySize) -> None:
     """InternVL3-1B-hf: Qwen2 language model, Qwen2.5-VL's tokenizer (no BOS token at all)."""
-    tokenizer = build_tokenizer(
-        SPECIAL, prepend=(), bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>",
-        named_tokens=IMAGE_TOKENS,
-    )  # fmt: skip
+    tokenizer = build_tokenizer(SPECIAL, prepend=(), named_tokens=IMAGE_TOKENS, **QWEN_TOKENS)
     _build(out, size, tokenizer, "qwen2")
 
 

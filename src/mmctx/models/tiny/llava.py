@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mmctx.models.tiny import TinyFamily, TinySize, register_tiny
-from mmctx.models.tiny.parts import save_checkpoint
+from mmctx.models.tiny.parts import QWEN_TOKENS, qwen2_text_config, save_checkpoint, siglip_vision_config
 from mmctx.models.tiny.tokenizer import build_tokenizer
 
 # https://huggingface.co/llava-hf/llava-interleave-qwen-0.5b-hf/blob/1abeb3a994bf01d53d492318a1c9517950cd9f1b/chat_template.json
@@ -40,17 +40,10 @@ def build(out: Path, size: TinySize) -> None:
     from transformers import LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
     from transformers.models.siglip.image_processing_siglip import SiglipImageProcessor
 
-    # Qwen1.5's tokenizer: no BOS token, "<|endoftext|>" pads, "<|im_end|>" ends a turn.
-    tokenizer = build_tokenizer(SPECIAL, bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    tokenizer = build_tokenizer(SPECIAL, **QWEN_TOKENS)  # Qwen1.5's
     ids = tokenizer.convert_tokens_to_ids
-    text = {
-        "model_type": "qwen2", "vocab_size": len(tokenizer), "hidden_size": size.hidden,
-        "intermediate_size": size.hidden * 2, "num_hidden_layers": size.layers, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "max_position_embeddings": 4096, "tie_word_embeddings": False,
-        "eos_token_id": ids("<|im_end|>"), "pad_token_id": tokenizer.pad_token_id,
-    }  # fmt: skip
-    vision = {"model_type": "siglip_vision_model", "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-              "num_attention_heads": 2, "image_size": VIEW, "patch_size": PATCH, "vision_use_head": False}  # fmt: skip
+    text = qwen2_text_config(tokenizer, size.hidden, size.layers)
+    vision = siglip_vision_config(VIEW, PATCH)
     config = LlavaConfig(
         vision_config=vision,
         text_config=text,

@@ -22,6 +22,7 @@ import json
 from pathlib import Path
 
 from mmctx.models.tiny import TinyFamily, TinySize, register_tiny
+from mmctx.models.tiny.parts import QWEN_TOKENS
 from mmctx.models.tiny.tokenizer import build_tokenizer
 
 # https://huggingface.co/Qwen/Qwen2-VL-7B-Instruct/blob/main/chat_template.json (the same string in
@@ -41,7 +42,7 @@ TINY_MIN_TOKENS, TINY_MAX_TOKENS = 4, 16
 
 def qwen_tokenizer():
     """A Qwen-style tokenizer: no BOS token and none added, ``<|im_end|>`` ends a turn, ``<|endoftext|>`` pads."""
-    return build_tokenizer(SPECIAL, bos_token=None, eos_token="<|im_end|>", pad_token="<|endoftext|>", add_bos=False)
+    return build_tokenizer(SPECIAL, **QWEN_TOKENS)
 
 
 def qwen_text_config(tokenizer, size: TinySize, **extra) -> dict:

@@ -22,8 +22,8 @@ def _corpus() -> list[str]:
     return sentences + letters + [w.capitalize() for w in words] + ["(A) (B) (C) (D): ? , . ! \n"]
 
 
-def _train_bpe(special: list[str], vocab_size: int, lowercase: bool = False):
-    """A byte-level BPE trained on `_corpus()`; ``lowercase`` for CLIP-style text towers."""
+def _train_bpe(special: list[str], vocab_size: int, lowercase: bool = False, corpus: list[str] | None = None):
+    """A byte-level BPE trained on ``corpus`` (default `_corpus()`); ``lowercase`` for CLIP-style text towers."""
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE(unk_token=_UNK))
@@ -37,13 +37,13 @@ def _train_bpe(special: list[str], vocab_size: int, lowercase: bool = False):
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
-    tok.train_from_iterator(_corpus(), trainer=trainer)
+    tok.train_from_iterator(_corpus() if corpus is None else corpus, trainer=trainer)
     return tok
 
 
 def build_tokenizer(special: list[str], *, prepend: tuple[str, ...] = ("<|im_start|>",), vocab_size: int = 512,
                     bos_token: str = _BOS, eos_token: str = _EOS, pad_token: str = _PAD, add_bos: bool = False,
-                    named_tokens: dict[str, str] | None = None):
+                    named_tokens: dict[str, str] | None = None, corpus: list[str] | None = None):
     """A byte-level BPE tokenizer with a family's special tokens, wrapped for transformers.
 
     ``special`` are the family's own tokens; those in ``prepend`` are trained as special but not
@@ -51,13 +51,14 @@ def build_tokenizer(special: list[str], *, prepend: tuple[str, ...] = ("<|im_sta
     makes the tokenizer prepend its BOS token to every encoding, as Llama/Gemma/Mistral
     tokenizers do: a family whose released tokenizer does so must mirror it, or a double BOS
     (template + tokenizer) goes unseen. ``named_tokens`` become tokenizer attributes a family's
-    processor reads (Gemma 3's ``boi_token``, ``image_token``, …).
+    processor reads (Gemma 3's ``boi_token``, ``image_token``, …). ``corpus`` replaces the default
+    training text (the reference model trains its tokenizer on its own data).
     """
     from tokenizers import processors
     from transformers import PreTrainedTokenizerFast
 
     base = [t for t in (_UNK, pad_token, bos_token, eos_token) if t]
-    tok = _train_bpe(list(dict.fromkeys(base + special)), vocab_size)
+    tok = _train_bpe(list(dict.fromkeys(base + special)), vocab_size, corpus=corpus)
     if add_bos:
         bos = tok.token_to_id(bos_token)
         tok.post_processor = processors.TemplateProcessing(
