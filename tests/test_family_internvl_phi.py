@@ -13,14 +13,13 @@ import shutil
 
 import pytest
 import torch
-from fixtures.conversations import few_shot, square_images
+from fixtures.conversations import few_shot, square_images, with_pixels
 from PIL import Image
 
 from mmctx.models.adapters import Adapter
 from mmctx.models.base import GenerateRequest, ScoreRequest
 from mmctx.models.hf import HFBackend
 from mmctx.models.spans import ModelError
-from mmctx.models.tiny import build_tiny_vlm
 from mmctx.models.tiny.internvl import TOKENS_PER_TILE
 from mmctx.prompts.messages import ImagePart
 
@@ -28,9 +27,8 @@ FAMILIES = ("internvl", "phi4_multimodal")
 
 
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tiny-internvl-phi")
-    return {family: build_tiny_vlm(root / family, family=family) for family in FAMILIES}
+def checkpoints(tiny_models):
+    return {family: tiny_models[family] for family in FAMILIES}  # built once per test session (conftest)
 
 
 @pytest.fixture(scope="module")
@@ -43,18 +41,10 @@ def images(tmp_path_factory):
     return square_images(tmp_path_factory.mktemp("imgs"))
 
 
-def _with_pixels(conversation: list[dict], pictures: list[Image.Image]) -> list[dict]:
-    queue = iter(pictures)
-    return [
-        {**m, "content": [{**p, "image": next(queue)} if p["type"] == "image" else p for p in m["content"]]}
-        for m in conversation
-    ]
-
-
 def _own_inputs(backend: HFBackend, conversation: list[dict], pictures: list[Image.Image]) -> dict:
     """What the processor itself makes of the conversation: `apply_chat_template(tokenize=True)`."""
     return backend.processor.apply_chat_template(
-        _with_pixels(conversation, pictures), add_generation_prompt=True, tokenize=True, return_dict=True,
+        with_pixels(conversation, pictures), add_generation_prompt=True, tokenize=True, return_dict=True,
         return_tensors="pt",
     )  # fmt: skip
 

@@ -11,12 +11,10 @@ from __future__ import annotations
 import math
 
 import pytest
-from fixtures.conversations import few_shot, square_images
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from fixtures.conversations import few_shot, interleaved, render_released, square_images
 
 from mmctx.models.base import GenerateRequest, ScoreRequest
 from mmctx.models.hf import HFBackend
-from mmctx.models.tiny import build_tiny_vlm
 from mmctx.prompts.messages import Message, TextPart
 
 # https://huggingface.co/llava-hf/llava-onevision-qwen2-0.5b-ov-hf/blob/main/chat_template.json (as kept in
@@ -40,9 +38,8 @@ FAMILIES = tuple(RELEASED)
 
 
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tiny")
-    return {family: build_tiny_vlm(root / family, family=family, seed=0) for family in FAMILIES}
+def checkpoints(tiny_models):
+    return {family: tiny_models[family] for family in FAMILIES}  # built once per test session (conftest)
 
 
 @pytest.fixture(scope="module")
@@ -55,24 +52,6 @@ def images(tmp_path_factory):
     return square_images(tmp_path_factory.mktemp("imgs"))
 
 
-def _released(template: str, conversation: list[dict], generation_prompt: bool) -> str:
-    """``conversation`` rendered by the released template string alone, as transformers' jinja set-up does."""
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
-    env.globals["raise_exception"] = lambda message: (_ for _ in ()).throw(ValueError(message))
-    env.filters["tojson"] = lambda x, **_: __import__("json").dumps(x)
-    source = template.replace("{% generation %}", "").replace("{% endgeneration %}", "")
-    return env.from_string(source).render(messages=conversation, add_generation_prompt=generation_prompt)
-
-
-def _interleaved(images) -> tuple[Message, ...]:
-    """Two demos, each with its own image and text on both sides of it; two images in the query turn."""
-    return (
-        Message("user", (TextPart("Look:"), images[0], TextPart("What colour is the square?"))),
-        Message("assistant", (TextPart("red"),)),
-        Message("user", (images[1], TextPart("and"), images[2], TextPart("Which is blue?"))),
-    )
-
-
 @pytest.mark.parametrize("family", FAMILIES)
 def test_tiny_template_is_the_released_string(family, backends):
     assert backends[family].processor.chat_template == RELEASED[family]
@@ -82,9 +61,9 @@ def test_tiny_template_is_the_released_string(family, backends):
 @pytest.mark.parametrize("prompt", ["few_shot", "interleaved"])
 def test_prompt_equals_the_released_templates_rendering(family, prompt, backends, images):
     backend = backends[family]
-    messages = few_shot(images) if prompt == "few_shot" else _interleaved(images)
+    messages = few_shot(images) if prompt == "few_shot" else interleaved(images)
     conversation, pictures = backend._hf_messages(messages)
-    assert backend._template(conversation, True) == _released(RELEASED[family], conversation, True)
+    assert backend._template(conversation, True) == render_released(RELEASED[family], conversation, True)
     assert len(pictures) == sum(len(m.images) for m in messages)
 
 
@@ -146,7 +125,7 @@ def test_ppl_equals_one_forward_per_option_and_batches_agree(family, backends, i
     backend = backends[family]
     requests = [
         ScoreRequest(few_shot(images), ("red", "green", "blue")),
-        ScoreRequest(_interleaved(images), ("the left one", "B")),
+        ScoreRequest(interleaved(images), ("the left one", "B")),
         ScoreRequest(few_shot(images)[3:], ("yes", "no")),  # one image: OneVision tiles it
     ]
     batched = backend.score(requests)

@@ -15,15 +15,12 @@ import shutil
 
 import pytest
 import torch
-from fixtures.conversations import few_shot, square_images
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from fixtures.conversations import few_shot, interleaved, render_released, square_images, with_pixels
 from PIL import Image
 
 from mmctx.models.adapters import adapter_for
 from mmctx.models.base import GenerateRequest, ScoreRequest
 from mmctx.models.hf import HFBackend
-from mmctx.models.tiny import build_tiny_vlm
-from mmctx.prompts.messages import Message, TextPart
 
 FAMILIES = ("qwen2_vl", "qwen2_5_vl", "qwen3_vl")
 
@@ -58,9 +55,8 @@ RELEASED_PREPROCESSOR = {
 
 
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tiny-qwen")
-    return {family: build_tiny_vlm(root / family, family=family) for family in FAMILIES}
+def checkpoints(tiny_models):
+    return {family: tiny_models[family] for family in FAMILIES}  # built once per test session (conftest)
 
 
 @pytest.fixture(scope="module")
@@ -74,31 +70,6 @@ def backends(checkpoints):
 @pytest.fixture(scope="module")
 def images(tmp_path_factory):
     return square_images(tmp_path_factory.mktemp("imgs"))
-
-
-def _released(template: str, conversation: list[dict], generation_prompt: bool) -> str:
-    """``conversation`` rendered by the released template string alone, as transformers' jinja set-up does."""
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
-    env.globals["raise_exception"] = lambda message: (_ for _ in ()).throw(ValueError(message))
-    env.filters["tojson"] = lambda x, **_: json.dumps(x)
-    return env.from_string(template).render(messages=conversation, add_generation_prompt=generation_prompt)
-
-
-def _interleaved(images) -> tuple[Message, ...]:
-    """Two demos, text on both sides of an image; two images in the query turn; no system turn."""
-    return (
-        Message("user", (TextPart("Look:"), images[0], TextPart("What colour is the square?"))),
-        Message("assistant", (TextPart("red"),)),
-        Message("user", (images[1], TextPart("and"), images[2], TextPart("Which is blue?"))),
-    )
-
-
-def _with_pixels(conversation: list[dict], pictures: list[Image.Image]) -> list[dict]:
-    queue = iter(pictures)
-    return [
-        {**m, "content": [{**p, "image": next(queue)} if p["type"] == "image" else p for p in m["content"]]}
-        for m in conversation
-    ]
 
 
 # ---- the release's template, tokenizer and processor ---------------------------------------------
@@ -117,12 +88,12 @@ def test_tiny_qwen3_template_is_the_released_one(backends):
     template = backends["qwen3_vl"].processor.chat_template
     assert template == QWEN3_VL_TEMPLATE and template.startswith("{%- if tools %}")
     assert (
-        _released(template, [{"role": "user", "content": "hi"}], True)
+        render_released(template, [{"role": "user", "content": "hi"}], True)
         == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
     )
     system = [{"role": "system", "content": [{"type": "text", "text": "Be brief."}]}, {"role": "user", "content": "hi"}]
     assert (
-        _released(template, system, False)
+        render_released(template, system, False)
         == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n"
     )
 
@@ -137,12 +108,12 @@ def test_released_rendering_as_the_model_card_shows_it(family, backends):
 @pytest.mark.parametrize("prompt", ["few_shot", "interleaved"])
 def test_prompt_equals_the_released_templates_rendering(family, prompt, backends, images):
     backend = backends[family]
-    messages = few_shot(images) if prompt == "few_shot" else _interleaved(images)
+    messages = few_shot(images) if prompt == "few_shot" else interleaved(images)
     conversation, pictures = backend._hf_messages(messages)
     rendered = backend._template(conversation, True)
-    assert rendered == _released(backend.processor.chat_template, conversation, True)
+    assert rendered == render_released(backend.processor.chat_template, conversation, True)
     if family != "qwen3_vl":
-        assert rendered == _released(QWEN2_VL_RELEASED, conversation, True)
+        assert rendered == render_released(QWEN2_VL_RELEASED, conversation, True)
     assert rendered.count("<|vision_start|><|image_pad|><|vision_end|>") == len(pictures) == 3
     # each demo's image inside its own user turn
     turns = rendered.split("<|im_start|>")
@@ -158,7 +129,7 @@ def test_fed_ids_equal_the_processors_own_and_carry_no_bos(family, backends, ima
     conversation, pictures = backend._hf_messages(few_shot(images))
     fed = backend._process([backend._template(conversation, True)], [pictures])
     own = backend.processor.apply_chat_template(
-        _with_pixels(conversation, pictures), add_generation_prompt=True, tokenize=True, return_dict=True,
+        with_pixels(conversation, pictures), add_generation_prompt=True, tokenize=True, return_dict=True,
         return_tensors="pt",
     )  # fmt: skip
     assert fed["input_ids"].tolist() == own["input_ids"].tolist()
@@ -170,7 +141,7 @@ def test_fed_ids_equal_the_processors_own_and_carry_no_bos(family, backends, ima
 def test_image_inputs_are_the_prompts_images_in_order(family, backends, images):
     """The processor's patches for the prompt are each image's own patches, in prompt order."""
     backend = backends[family]
-    conversation, pictures = backend._hf_messages(_interleaved(images))
+    conversation, pictures = backend._hf_messages(interleaved(images))
     fed = backend._process([backend._template(conversation, True)], [pictures])
     alone = [backend.processor.image_processor([p], return_tensors="pt") for p in pictures]
     assert fed["image_grid_thw"].shape[0] == len(pictures) == 3
@@ -197,7 +168,7 @@ def test_ppl_equals_one_forward_per_option_at_any_batch_size(family, backends, c
     backend = backends[family]
     requests = [
         ScoreRequest(few_shot(images), ("red", "blue", "dark green", "a small yellow square")),
-        ScoreRequest(_interleaved(images), ("the left one", "B")),
+        ScoreRequest(interleaved(images), ("the left one", "B")),
     ]
     scored = backend.score(requests)
     one = HFBackend(str(checkpoints[family]), device="cpu", dtype="float32", batch_size=1)
@@ -218,7 +189,7 @@ def test_generate_decodes_only_new_tokens(family, backends, images):
     got = backend.generate([GenerateRequest(messages, max_new_tokens=6)])[0]
     conversation, pictures = backend._hf_messages(messages)
     own = backend.processor.apply_chat_template(
-        _with_pixels(conversation, pictures), add_generation_prompt=True, tokenize=True, return_dict=True,
+        with_pixels(conversation, pictures), add_generation_prompt=True, tokenize=True, return_dict=True,
         return_tensors="pt",
     )  # fmt: skip
     with torch.inference_mode():

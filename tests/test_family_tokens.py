@@ -9,8 +9,7 @@ writes one, no BOS dropped where the tokenizer adds it.
 from __future__ import annotations
 
 import pytest
-from fixtures.conversations import few_shot, square_images
-from PIL import Image
+from fixtures.conversations import few_shot, square_images, with_pixels
 
 from mmctx.models.hf import HFBackend
 from mmctx.models.tiny import FAMILIES
@@ -21,22 +20,13 @@ def images(tmp_path_factory):
     return square_images(tmp_path_factory.mktemp("imgs"))
 
 
-def _with_pixels(conversation: list[dict], pictures: list[Image.Image]) -> list[dict]:
-    """The conversation with each image entry carrying its picture, as apply_chat_template(tokenize=True) takes it."""
-    queue = iter(pictures)
-    return [
-        {**m, "content": [{**p, "image": next(queue)} if p["type"] == "image" else p for p in m["content"]]}
-        for m in conversation
-    ]
-
-
 @pytest.mark.parametrize("family", FAMILIES)
 def test_fed_ids_equal_the_processors_own_chat_tokenisation(family, tiny_models, images):
     backend = HFBackend(str(tiny_models[family]), device="cpu", dtype="float32")
     conversation, pictures = backend._hf_messages(few_shot(images))
     fed = backend._process([backend._template(conversation, True)], [pictures])["input_ids"][0].tolist()
     own = backend.processor.apply_chat_template(
-        _with_pixels(conversation, pictures), add_generation_prompt=True, tokenize=True, return_dict=True
+        with_pixels(conversation, pictures), add_generation_prompt=True, tokenize=True, return_dict=True
     )["input_ids"]
     own = own.tolist() if hasattr(own, "tolist") else list(own)
     own = list(own[0]) if own and not isinstance(own[0], int) else own  # a batch of one

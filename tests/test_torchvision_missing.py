@@ -64,9 +64,8 @@ print("REPORT " + json.dumps(report))
 
 
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory):
-    root = tmp_path_factory.mktemp("tiny-qwen-no-torchvision")
-    return {family: build_tiny_vlm(root / family, family=family) for family in FAMILIES}
+def checkpoints(tiny_models):
+    return {family: tiny_models[family] for family in FAMILIES}  # built once per test session (conftest)
 
 
 @pytest.fixture(scope="module")
