@@ -47,3 +47,14 @@ def test_models_check_fills_the_table_between_a_documents_markers(tmp_path):
     text = _with_table(doc, "| new |\n")
     assert text == f"# Families\n\nintro\n\n{TABLE_BEGIN}\n| new |\n{TABLE_END}\n\nafter\n"
     assert _with_table(tmp_path / "none.md", "| new |\n") == "| new |\n"
+
+
+def test_a_generation_that_echoes_the_question_or_a_special_token_fails_generate(tiny_models):
+    from mmctx.models.hf import HFBackend
+    from mmctx.report.conformance import _echoes
+
+    backend = HFBackend(str(tiny_models["qwen2_vl"]), device="cpu", dtype="float32")
+    question = "What colour is the square?"
+    assert not _echoes("red dark blue", question, backend)
+    assert _echoes(f"user\n{question}\nassistant\nred", question, backend)  # the prompt decoded with the reply
+    assert _echoes("red<|im_end|>", question, backend)

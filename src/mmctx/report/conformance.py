@@ -6,8 +6,8 @@ CoT) with both scorers through `mmctx.run.evaluate.evaluate`, exactly as ``mmctx
 it checks what a user of that family relies on:
 
 * **loads**: the checkpoint loads through its family adapter (named in the row);
-* **generate**: every generation is stored without error and holds only new text (no prompt
-  echo, no special tokens);
+* **generate**: every generation is stored without error and holds only new text (neither the
+  query's question echoed back nor a special token);
 * **ppl exact**: on the largest prompts (8-shot), the run's stored option log-likelihoods equal
   one full forward per option through the processor (`HFBackend.score_naive`) within 1e-4 in
   fp32, and a fresh backend with batch size 1 gives the same scores as batch size N;
@@ -97,7 +97,7 @@ def _grid(row: FamilyRow, backend, bench, run_dir: Path) -> None:
     from mmctx.run.plan import GenerationLimits
     from mmctx.run.store import ResponseStore
 
-    outcome = evaluate(
+    evaluate(
         bench.root, str(backend.info.name), run_dir, settings=GRID, scorers="generate,ppl", tasks=TASKS,
         limits=GenerationLimits(8, 24), batch_size=4, device="cpu", dtype="float32", show_progress=False,
         backend_factory=lambda *a, **k: backend,
@@ -107,8 +107,9 @@ def _grid(row: FamilyRow, backend, bench, run_dir: Path) -> None:
         generated, scored = store.by_kind("generate"), store.by_kind("ppl")
     row.path = backend.option_path or ""
     gen_errors = [rid for rid, g in generated.items() if g["error"]]
-    echoes = [rid for rid, g in generated.items() if _echoes(g.get("text") or "", backend)]
-    row.generate = bool(generated) and not gen_errors and not echoes and outcome.stats.errors == len(gen_errors) == 0
+    questions = {r.id: _last_user_text(r.prompt.messages) for r in plan if r.scorer == "generate"}
+    echoes = [rid for rid, g in generated.items() if _echoes(g.get("text") or "", questions.get(rid, ""), backend)]
+    row.generate = bool(generated) and not gen_errors and not echoes
     if gen_errors:
         row.problems.append(f"generate errors: {generated[gen_errors[0]]['error']}")
     if echoes:
@@ -141,10 +142,19 @@ def _plan(bench):
     )  # fmt: skip
 
 
-def _echoes(text: str, backend) -> bool:
-    """Whether a generation holds a special token or the template's turn markers (decoding went wrong)."""
+def _echoes(text: str, question: str, backend) -> bool:
+    """Whether a generation holds a special token or the prompt's last question (decoding kept more than new tokens).
+
+    Decoding strips special tokens, so an echoed prompt shows by its text: a random-weight model
+    does not write the query's question back by chance.
+    """
     specials = [t for t in backend.tokenizer.all_special_tokens if len(t) > 1]
-    return any(t in text for t in specials)
+    return any(t in text for t in specials) or (len(question) >= 12 and question in text)
+
+
+def _last_user_text(messages) -> str:
+    user = [m for m in messages if m.role == "user"]
+    return user[-1].text.strip() if user else ""
 
 
 def _images_in_order(row: FamilyRow, backend, plan) -> tuple[bool, int]:
