@@ -242,3 +242,16 @@ def test_stop_strings_end_generation_and_are_not_truncation(backend, images):
     assert not stopped.truncated
     free = backend.generate([GenerateRequest(msgs, 12)])[0]
     assert free.truncated and free.output_tokens == 12
+
+
+def test_an_answered_turn_that_opens_differently_scores_the_option_right_after_the_generation_prompt():
+    from mmctx.models.spans import continuations
+
+    prompt = "<|im_start|>user\nWhich?<|im_end|>\n<|im_start|>assistant\n"
+    # LLaVA-OneVision's release: "assistant " + newline + answer when answered, "assistant\n" to prompt
+    answered = ["<|im_start|>user\nWhich?<|im_end|>\n<|im_start|>assistant \nred<|im_end|>"]
+    assert continuations(prompt, answered, ["red"], model="m") == [("", "red")]
+    # An answered conversation that departs before the prompt's last turn is a template mmctx cannot read
+    elsewhere = ["<|im_start|>system\nred<|im_end|>"]
+    with pytest.raises(ModelError, match="not a prefix"):
+        continuations(prompt, elsewhere, ["red"], model="m")

@@ -40,11 +40,23 @@ def continuations(
 
     ``answered[i]`` is the conversation rendered with ``options[i]`` as the assistant's reply
     (no generation prompt); ``prompt_text`` is it rendered with the generation prompt.
+
+    A template may open an answered turn differently from its generation prompt (LLaVA-OneVision
+    writes ``assistant `` + newline + answer, but ``assistant`` + newline as the prompt). The model
+    is asked with the generation prompt, so the option is scored as it would produce it: right
+    after that prompt, with no lead. The answered turn must still open where the prompt's last
+    turn does, and hold the option.
     """
     out = []
     for full, option in zip(answered, options):
         if not full.startswith(prompt_text):
-            raise ModelError(f"{model}: chat template's generation prompt is not a prefix of the answered conversation")
+            shared = common_prefix(full, prompt_text)
+            turn_start = prompt_text.rfind("\n", 0, len(prompt_text) - 1) + 1  # the generation prompt's own line
+            rendered = option if option in full[shared:] else option.strip()
+            if shared < turn_start or not rendered or rendered not in full[shared:]:
+                raise ModelError(f"{model}: chat template's generation prompt is not a prefix of the answered conversation")
+            out.append(("", rendered))
+            continue
         rest = full[len(prompt_text) :]
         rendered = option if option in rest else option.strip()  # templates may trim the content
         at = rest.find(rendered) if rendered else -1

@@ -608,7 +608,7 @@ class VLLMBackend:
             processor = adapter.load_processor(model, kwargs)
         except Exception as exc:
             raise ModelError(f"model {model!r} could not be loaded: {exc}") from exc
-        if getattr(processor, "chat_template", None) is None and type(adapter).render is Adapter.render:
+        if getattr(processor, "chat_template", None) is None and adapter.uses_chat_template:
             raise ModelError(f"model {model!r} has no chat template; mmctx renders prompts through it")
         return config, adapter, processor
 

@@ -21,7 +21,8 @@ Image tokens (the adapter caps nothing; these are the releases' own settings):
 OneVision's released template opens an answered assistant turn with ``<|im_start|>assistant ``
 (a space) but prompts generation with ``<|im_start|>assistant\\n``: the answered conversation
 does not extend the generation prompt. The model is prompted with the generation prompt, so
-`LlavaAdapter.render` scores an option as the text right after it (see its docstring).
+an option is scored as the text right after it (`mmctx.models.spans.continuations`, the rule
+for any template that does this).
 
 Only the transformers-format ``llava-hf`` conversions load; the original ``lmms-lab`` repos
 need the LLaVA code base. Paper (FewMMBench A.2): fp16 and 4-bit for all LLaVA variants.
@@ -29,37 +30,11 @@ need the LLaVA code base. Paper (FewMMBench A.2): fp16 and 4-bit for all LLaVA v
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from mmctx.models.adapters import Adapter, register
 
 
-@dataclass(frozen=True)
-class LlavaAdapter(Adapter):
-    def render(self, processor, messages: list[dict], generation_prompt: bool) -> str:
-        """The checkpoint's template, except an answered conversation that does not extend the generation prompt.
-
-        Option scoring renders the conversation with the option as the assistant's reply and
-        locates the option after the generation prompt. Where the template writes a different
-        opening for an answered turn than for the generation prompt (OneVision: ``assistant ``
-        + ``\\n`` + answer vs ``assistant\\n``), the option is scored as the model would produce
-        it: directly after the generation prompt, followed by the answered turn's ending.
-        """
-        text = super().render(processor, messages, generation_prompt)
-        if generation_prompt or not messages or messages[-1]["role"] != "assistant":
-            return text
-        prompt = super().render(processor, messages[:-1], True)
-        if text.startswith(prompt):
-            return text
-        answer = "".join(part["text"] for part in messages[-1]["content"] if part["type"] == "text")
-        before = super().render(processor, messages[:-1], False)
-        turn = text[len(before) :] if text.startswith(before) else ""
-        ending = turn[turn.rfind(answer) + len(answer) :] if answer and answer in turn else ""
-        return prompt + answer + ending
-
-
 LLAVA = register(
-    LlavaAdapter(
+    Adapter(
         family="llava",
         aliases=(r"(^|/)llava",),
         model_types=("llava", "llava_onevision", "llava_next"),
