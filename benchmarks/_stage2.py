@@ -4,10 +4,11 @@ images' tokens cached by the VLM's tower, as `train_shapes_vlm` caches them."""
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 

@@ -39,7 +39,7 @@ def main() -> None:
             for name, batches in (("inline", inline), ("prefetched", prefetched)):
                 rng = random.Random(rounds)
 
-                def draw(step: int):
+                def draw(step: int, rng=rng):
                     return collate(draw_batch(rng, s.pools, renderer, Mixture()), s.images, s.pad)
 
                 started = time.perf_counter()

@@ -41,7 +41,12 @@ def main() -> None:
     torch.set_num_threads(max(1, os.cpu_count() or 1))
     tmp = Path(tempfile.mkdtemp(prefix="mmctx-bench-"))
     bench = build_benchmark(tmp / "bench", queries_per_task=args.queries, seed=0)
-    backend = HFBackend(str(build_tiny_vlm(tmp / "model", family=args.family, hidden=args.hidden, layers=args.layers)), device="cpu", dtype="float32", batch_size=8)
+    backend = HFBackend(
+        str(build_tiny_vlm(tmp / "model", family=args.family, hidden=args.hidden, layers=args.layers)),
+        device="cpu",
+        dtype="float32",
+        batch_size=8,
+    )
     plan = plan_requests(bench, [Setting.parse("8-similar")], ["ppl"], get_preset("fewmmbench"), 0, GenerationLimits())
 
     print(f"model: tiny {args.family}, {sum(p.numel() for p in backend.model.parameters()):,} parameters, CPU fp32")
@@ -52,8 +57,8 @@ def main() -> None:
             if r.format == fmt and len(r.prompt.options.texts) == n_options
         ][: args.queries]
         backend.score(reqs[:1])  # warm-up
-        fast = min(_timed(lambda: backend.score(reqs)) for _ in range(args.repeats))
-        naive = min(_timed(lambda: [backend.score_naive(r) for r in reqs]) for _ in range(args.repeats))
+        fast = min(_timed(lambda reqs=reqs: backend.score(reqs)) for _ in range(args.repeats))
+        naive = min(_timed(lambda reqs=reqs: [backend.score_naive(r) for r in reqs]) for _ in range(args.repeats))
         tokens = sum(backend.score([r])[0].prompt_tokens for r in reqs) / len(reqs)
         print(
             f"8-shot {fmt:12s} {n_options} options, {len(reqs)} queries, ~{tokens:.0f} prompt tokens: "

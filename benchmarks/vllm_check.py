@@ -52,10 +52,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--queries", type=int, default=4, help="queries per task")
     parser.add_argument("--max-new-tokens", type=int, default=12)
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16", "float32"])
-    parser.add_argument("--tol", type=float, default=None, help="max |Δ| per option token (default: 0.05 bf16/fp16, 2e-3 fp32)")
+    parser.add_argument(
+        "--tol", type=float, default=None, help="max |Δ| per option token (default: 0.05 bf16/fp16, 2e-3 fp32)"
+    )
     parser.add_argument("--max-model-len", type=int, default=4096)
     parser.add_argument("--gpu-memory-utilization", type=float, default=0.5)
-    parser.add_argument("--compile", action="store_true", help="let vLLM compile and capture CUDA graphs (slower start)")
+    parser.add_argument(
+        "--compile", action="store_true", help="let vLLM compile and capture CUDA graphs (slower start)"
+    )
     parser.add_argument("--trust-remote-code", action="store_true")
     return parser.parse_args()
 
@@ -81,12 +85,18 @@ def build_inputs(args: argparse.Namespace, root: Path) -> tuple[str, Requests]:
     from mmctx.run.plan import GenerationLimits, plan_requests
     from mmctx.run.settings import Setting
 
-    model = args.model or str(build_tiny_vlm(root / "model", family=args.family, hidden=args.hidden, layers=args.layers))
+    model = args.model or str(
+        build_tiny_vlm(root / "model", family=args.family, hidden=args.hidden, layers=args.layers)
+    )
     bench = build_benchmark(root / "bench", queries_per_task=args.queries, seed=0)
     limits = GenerationLimits(args.max_new_tokens, args.max_new_tokens)
     plan = plan_requests(bench, [Setting.parse(args.setting)], ["generate", "ppl"], get_preset("fewmmbench"), 0, limits)
     score = [ScoreRequest(r.prompt.messages, r.prompt.options.texts) for r in plan if r.scorer == "ppl"]
-    generate = [GenerateRequest(r.prompt.messages, r.max_new_tokens or args.max_new_tokens) for r in plan if r.scorer == "generate"]
+    generate = [
+        GenerateRequest(r.prompt.messages, r.max_new_tokens or args.max_new_tokens)
+        for r in plan
+        if r.scorer == "generate"
+    ]
     return model, Requests(score, generate, max_images_per_prompt(r.prompt.messages for r in plan))
 
 
@@ -137,7 +147,11 @@ def compare_scores(hf: list, vllm: list, tol: float) -> bool:
         good = structure and max(per_token) <= tol
         ok &= good
         worst, worst_per_token = max(worst, max(deltas)), max(worst_per_token, max(per_token))
-        note = "" if structure else f"  TOKENS hf={a.token_counts}/{a.prompt_tokens} vllm={b.token_counts}/{b.prompt_tokens}"
+        note = (
+            ""
+            if structure
+            else f"  TOKENS hf={a.token_counts}/{a.prompt_tokens} vllm={b.token_counts}/{b.prompt_tokens}"
+        )
         print(
             f"  query {i:3d}: {len(deltas)} options, {a.prompt_tokens} prompt tokens, "
             f"max |Δ ll| {max(deltas):.4f} ({max(per_token):.4f}/token){note}{'' if good else '  FAIL'}"
@@ -151,8 +165,12 @@ def compare_generations(hf: list, vllm: list) -> None:
     counts = sum(a.prompt_tokens == b.prompt_tokens for a, b in zip(hf, vllm))
     print(f"generation: {same}/{len(hf)} texts match, {counts}/{len(hf)} prompt lengths match")
     for a, b in [(a, b) for a, b in zip(hf, vllm) if a.text != b.text][:3]:
-        print(f"  hf   {a.text!r} ({a.output_tokens} tokens{', truncated' if a.truncated else ''}{', ' + a.error if a.error else ''})")
-        print(f"  vllm {b.text!r} ({b.output_tokens} tokens{', truncated' if b.truncated else ''}{', ' + b.error if b.error else ''})")
+        print(
+            f"  hf   {a.text!r} ({a.output_tokens} tokens{', truncated' if a.truncated else ''}{', ' + a.error if a.error else ''})"
+        )
+        print(
+            f"  vllm {b.text!r} ({b.output_tokens} tokens{', truncated' if b.truncated else ''}{', ' + b.error if b.error else ''})"
+        )
 
 
 def report_usage(usage: dict) -> None:

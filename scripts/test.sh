@@ -8,6 +8,9 @@ bash scripts/setup.sh || exit 1
 bash scripts/install-browser.sh || exit 1
 . .venv/bin/activate
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+# Lint and formatting first: a seconds-long check that fails before the long suite starts.
+ruff check . || exit 1
+ruff format --check . || exit 1
 python -m pytest -n 2 -q "$@"
 status=$?
 if [ "$status" -eq 5 ]; then

@@ -16,6 +16,14 @@ import re
 
 import pytest
 import torch
+from fixtures.stub_processors import (
+    StubImageProcessor,
+    StubInternVLModel,
+    StubPhi3VProcessor,
+    StubPhi4MMProcessor,
+    StubTokenizer,
+    StubXGenMMModel,
+)
 from PIL import Image
 
 from mmctx.models.adapters import DEFAULT, adapter_for, all_adapters
@@ -25,14 +33,6 @@ from mmctx.models.adapters.xgen_mm import SYSTEM as XGEN_SYSTEM
 from mmctx.models.base import GenerateRequest, ScoreRequest
 from mmctx.models.hf import HFBackend, ModelError
 from mmctx.prompts.messages import ImagePart, Message, TextPart
-from fixtures.stub_processors import (
-    StubImageProcessor,
-    StubInternVLModel,
-    StubPhi3VProcessor,
-    StubPhi4MMProcessor,
-    StubTokenizer,
-    StubXGenMMModel,
-)
 
 # Table 3 of the paper, abbreviation → hub id → family. "-I" of InternVL3 is the SFT
 # "-Instruct" release; the plain name is the final (MPO) one. xGen-MM "-I" is the
@@ -254,7 +254,11 @@ def test_internvl_inputs_expand_each_image_by_its_tiles_in_order():
     """Stub-processor test: <img><IMG_CONTEXT>×(256·tiles)</img> per image, tiles stacked in image order."""
     internvl = adapter_for("OpenGVLab/InternVL2_5-8B-MPO")
     tok = StubTokenizer(("<img>", "</img>", "<IMG_CONTEXT>", "<|im_start|>", "<|im_end|>"))
-    wide, square, tall = colour_image("red", (1280, 960)), colour_image("blue", (300, 300)), colour_image("green", (400, 900))
+    wide, square, tall = (
+        colour_image("red", (1280, 960)),
+        colour_image("blue", (300, 300)),
+        colour_image("green", (400, 900)),
+    )
     n_tiles = [len(tiles(im)) for im in (wide, square, tall)]
     assert n_tiles == [7, 1, 3]  # 3×2 grid + thumbnail; one tile; 1×2 grid + thumbnail
     text = internvl.render(tok, two_shot(), True)
@@ -312,7 +316,9 @@ def test_xgen_mm_base_render_is_interleaved_chunks():
         "<image>Demo two. What colour is the square? blue<|endofchunk|>"
         "<image>The query. What colour is the square?"
     )
-    answered = base.render(None, two_shot() + [{"role": "assistant", "content": [{"type": "text", "text": "green"}]}], False)
+    answered = base.render(
+        None, two_shot() + [{"role": "assistant", "content": [{"type": "text", "text": "green"}]}], False
+    )
     assert answered == text + " green<|endofchunk|>"
 
 
@@ -373,7 +379,9 @@ def test_idefics2_processor_kwargs_turn_splitting_off_and_cap_the_edge(tmp_path)
         "image_processor_type": "Idefics2ImageProcessor", "do_image_splitting": True,
         "size": {"longest_edge": 980, "shortest_edge": 378},
     }))  # fmt: skip
-    processor = AutoImageProcessor.from_pretrained(tmp_path, **adapter_for("HuggingFaceM4/idefics2-8b").processor_kwargs)
+    processor = AutoImageProcessor.from_pretrained(
+        tmp_path, **adapter_for("HuggingFaceM4/idefics2-8b").processor_kwargs
+    )
     out = processor([[colour_image("red", (1600, 1200)), colour_image("blue", (200, 900))]], return_tensors="pt")
     assert out["pixel_values"].shape[:2] == (1, 2)  # one view an image: no splitting
     assert max(out["pixel_values"].shape[-2:]) <= 448

@@ -79,8 +79,15 @@ def test_scores_are_macro_over_datasets_on_shared_samples():
 
 
 def test_macro_by_dataset_table_layout():
-    rows = [("qwen-4b", "pix", 1.0), ("qwen-4b", "pix", 0.0), ("qwen-4b", "mlb", 1.0),
-            ("qwen-32b", "pix", 0.0), ("qwen-32b", "pix", 0.0), ("qwen-32b", "mlb", 0.5), ("qwen-32b", "cl", 1.0)]
+    rows = [
+        ("qwen-4b", "pix", 1.0),
+        ("qwen-4b", "pix", 0.0),
+        ("qwen-4b", "mlb", 1.0),
+        ("qwen-32b", "pix", 0.0),
+        ("qwen-32b", "pix", 0.0),
+        ("qwen-32b", "mlb", 0.5),
+        ("qwen-32b", "cl", 1.0),
+    ]
     table = macro_by_dataset(rows)
     assert table.judges == ("qwen-4b", "qwen-32b") and table.datasets == ("pix", "mlb", "cl")
     assert table.per_dataset["qwen-4b"] == {"pix": 0.5, "mlb": 1.0}

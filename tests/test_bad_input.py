@@ -17,12 +17,12 @@ from fixtures.images import image_bytes, png_with_undecodable_pixels, write_imag
 from PIL import Image
 from typer.testing import CliRunner
 
+from mmctx import schema
 from mmctx.cli import app
 from mmctx.data.clbench.loader import SuiteFormatError, load_clbench
 from mmctx.data.disk import load_benchmark, read_samples, save_benchmark
 from mmctx.prompts import build
 from mmctx.prompts.presets import get_preset
-from mmctx import schema
 from mmctx.schema import Benchmark, Sample
 
 runner = CliRunner()

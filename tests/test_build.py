@@ -97,7 +97,9 @@ def test_build_converts_pools_by_recipe_and_curates(sources_root, clip, tmp_path
         by_group.setdefault((row["task"], row["kind"]), 0)
         by_group[(row["task"], row["kind"])] += row["queries"]
     assert set(by_group.values()) == {1}
-    assert "VSR" in {row["source"] for row in rows if row["task"] == "spatial_relations" and row["kind"] == "caption_foil"}
+    assert "VSR" in {
+        row["source"] for row in rows if row["task"] == "spatial_relations" and row["kind"] == "caption_foil"
+    }
     assert report["skipped_groups"] == {"counting__mcqa": {"samples": 1, "needed": 2}}
     assert report["duplicates"]["count"] == 0
     assert report["surface_cues"] == []  # VALSE's casing cue is gone: the converter capitalises both texts
@@ -199,9 +201,8 @@ def test_build_reports_a_surface_cue_of_its_pool(clip, tmp_path):
     import base64
     import io
 
-    from PIL import Image
-
     from fixtures.sources_synth_b import mmbench_row, write_mmbench
+    from PIL import Image
 
     def picture(i: int) -> str:
         buf = io.BytesIO()
@@ -210,8 +211,7 @@ def test_build_reports_a_surface_cue_of_its_pool(clip, tmp_path):
 
     # The correct option alone ends in a period, in every one of 12 questions: pickable unseen.
     rows = [
-        mmbench_row(i, "attribute_recognition", ["red.", "green", "blue", "white"], "A", picture(i))
-        for i in range(12)
+        mmbench_row(i, "attribute_recognition", ["red.", "green", "blue", "white"], "A", picture(i)) for i in range(12)
     ]
     write_mmbench(tmp_path / "sources", rows=rows)
     out = tmp_path / "b"

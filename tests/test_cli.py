@@ -75,7 +75,9 @@ def test_run_score_report(shapes_bench, tmp_path):
     before = (tmp_path / "a" / "results.jsonl").read_text()
     r = invoke("score", tmp_path / "a")
     assert r.exit_code == 0 and (tmp_path / "a" / "results.jsonl").read_text() == before
-    r = invoke("run", shapes_bench, "--model", "builtin:tiny-idefics3", "--out", tmp_path / "b", "--scorers", "ppl", *common)
+    r = invoke(
+        "run", shapes_bench, "--model", "builtin:tiny-idefics3", "--out", tmp_path / "b", "--scorers", "ppl", *common
+    )
     assert r.exit_code == 0, r.output
     r = invoke("report", tmp_path / "a", tmp_path / "b", "--csv", tmp_path / "t.csv", "--markdown", tmp_path / "t.md")
     assert r.exit_code == 0, r.output

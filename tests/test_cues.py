@@ -6,8 +6,8 @@ import random
 from pathlib import Path
 
 import pytest
-
 from fixtures.sources_real import SAMPLES, place_valse_relations_at_scale
+
 from mmctx.curate.cues import SurfaceCue, find_surface_cues
 from mmctx.data.sources import source
 from mmctx.data.sources.base import SourceContext
@@ -21,13 +21,21 @@ def pair(task: str, index: int, correct: str, foil: str, rng: random.Random | No
     choices = [correct, foil]
     if rng is not None:
         rng.shuffle(choices)
-    return Sample(id=f"{task}/{index}", task=task, source="test", format="caption_foil", choices=choices,
-                  answer=correct)
+    return Sample(
+        id=f"{task}/{index}", task=task, source="test", format="caption_foil", choices=choices, answer=correct
+    )
 
 
 def mcqa(task: str, index: int, choices: list[str], answer: int) -> Sample:
-    return Sample(id=f"{task}/{index}", task=task, source="test", format="mcqa", question="Which?", choices=choices,
-                  answer=choices[answer])
+    return Sample(
+        id=f"{task}/{index}",
+        task=task,
+        source="test",
+        format="mcqa",
+        question="Which?",
+        choices=choices,
+        answer=choices[answer],
+    )
 
 
 def sentence(rng: random.Random, lo: int = 3, hi: int = 9) -> str:
@@ -114,8 +122,15 @@ def test_a_cue_that_is_never_wrong_fires_on_ten_items_but_not_nine_of_ten():
             upper = text[0].upper() + text[1:]
             if i < 10:
                 low_is_true = i >= wrong
-                samples.append(pair("object_recognition", i, text if low_is_true else upper,
-                                    upper + " not" if low_is_true else text + " not", rng))
+                samples.append(
+                    pair(
+                        "object_recognition",
+                        i,
+                        text if low_is_true else upper,
+                        upper + " not" if low_is_true else text + " not",
+                        rng,
+                    )
+                )
             else:
                 samples.append(pair("object_recognition", i, upper, upper + " not", rng))
         return samples
@@ -160,8 +175,15 @@ def test_correct_option_never_longest_is_a_cue_too():
 
 def test_binary_and_open_items_are_not_scored():
     samples = [
-        Sample(id=f"b{i}", task="commonsense", source="t", format="binary", statement="x", choices=["Yes", "No"],
-               answer="Yes")
+        Sample(
+            id=f"b{i}",
+            task="commonsense",
+            source="t",
+            format="binary",
+            statement="x",
+            choices=["Yes", "No"],
+            answer="Yes",
+        )
         for i in range(200)
     ]
     assert find_surface_cues(samples) == []

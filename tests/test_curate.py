@@ -36,7 +36,9 @@ def curated(pool, clip, tmp_path_factory):
     out = tmp_path_factory.mktemp("curated") / "bench"
     # A random-weight CLIP puts every pair of shapes images above 0.98 cosine: only exact
     # duplicates are excluded here (the threshold itself is tested in test_retrieve.py).
-    opts = CurateOptions(encoder=f"clip:{clip}", k=K, demos=DEMOS, rationales="scene-graph", duplicate_cosine=RANDOM_CLIP_DUP)
+    opts = CurateOptions(
+        encoder=f"clip:{clip}", k=K, demos=DEMOS, rationales="scene-graph", duplicate_cosine=RANDOM_CLIP_DUP
+    )
     return out, curate(pool, out, opts, progress=False)
 
 
@@ -56,7 +58,9 @@ def test_curated_benchmark_is_valid_and_keys_follow_the_rules(curated):
     referenced = {k for q in bench.queries for keys in q.demo_keys.values() for k in keys}
     assert {d.id for d in bench.demos} == referenced
     # Every demo a CoT setting can show has a scene-graph rationale.
-    assert all(bench.demo(k).rationale.generator == "scene-graph" for q in bench.queries for k in q.demo_keys["similar"])
+    assert all(
+        bench.demo(k).rationale.generator == "scene-graph" for q in bench.queries for k in q.demo_keys["similar"]
+    )
     assert outcome.rationales["kept"] == len({k for q in bench.queries for k in q.demo_keys["similar"]})
 
 

@@ -16,12 +16,12 @@ from mmctx.curate.embed import (
     Embeddings,
     EmbedError,
     EncoderError,
+    _Entry,  # the cache's row type, to write a cache without an encoder
     embed_samples,
     l2_normalise,
     load_encoder,
     sample_text,
 )
-from mmctx.curate.embed import _Entry  # the cache's row type, to write a cache without an encoder
 from mmctx.data.shapes import generate_pool
 from mmctx.schema import Sample
 

@@ -438,7 +438,7 @@ def test_courtsi_point_is_loca():
     s = open_sample("CourtSI", "courtsi", "point", {"xy": [1.0, 2.0], "radius": 0.5})
     found, v = run(s, "The ball lands at\nAnswer: (1.3, 2.3)")
     assert found.answer == "(1.3, 2.3)" and v.detail["metric"] == "LocA"
-    assert v.score == 1.0 and v.detail["distance"] == pytest.approx(0.18 ** 0.5)
+    assert v.score == 1.0 and v.detail["distance"] == pytest.approx(0.18**0.5)
     assert run(s, "Answer: (1.5, 2)")[1].score == 0.0  # on the radius is outside (CourtSI: distance < r)
     assert run(s, "Answer: [3, 4]")[1].score == 0.0
     assert run(s, "Answer: 1.2, 2.1")[1].score == 1.0

@@ -29,11 +29,23 @@ from mmctx.score.evaluators.spatial import COURTSI_MRA_SLACK, courtsi_mra
 from mmctx.score.evaluators.text import numbers_in, parse_number
 
 
-def open_sample(subset: str, evaluator: str, answer_type: str, gold, *, question: str = "Q?",
-                meta: dict | None = None) -> Sample:
+def open_sample(
+    subset: str, evaluator: str, answer_type: str, gold, *, question: str = "Q?", meta: dict | None = None
+) -> Sample:
     display = gold if isinstance(gold, str) else json.dumps(gold)
-    return Sample(id=f"{subset}-1", task=subset, source=subset, format="open", level="L0", answer_type=answer_type,
-                  gold=gold, evaluator=evaluator, answer=display, question=question, meta=meta or {})
+    return Sample(
+        id=f"{subset}-1",
+        task=subset,
+        source=subset,
+        format="open",
+        level="L0",
+        answer_type=answer_type,
+        gold=gold,
+        evaluator=evaluator,
+        answer=display,
+        question=question,
+        meta=meta or {},
+    )
 
 
 def run(sample: Sample, response: str):
@@ -56,8 +68,13 @@ def test_courtsi_mra_has_the_015_m_slack():
 
 
 def test_courtsi_distance_item_scores_with_the_slack():
-    s = open_sample("CourtSI", "courtsi", "number", {"value": 0.04, "unit": "m"},
-                    meta={"category": "distance_measurement_object_line"})
+    s = open_sample(
+        "CourtSI",
+        "courtsi",
+        "number",
+        {"value": 0.04, "unit": "m"},
+        meta={"category": "distance_measurement_object_line"},
+    )
     found, v = run(s, "Answer: 0.03")
     assert (v.score, v.detail["metric"]) == (1.0, "MRA")
 
@@ -75,7 +92,7 @@ def test_courtsi_loca_is_a_3d_distance_strictly_under_the_radius():
     found, v = run(s, "The ball is at\nAnswer: (1.1, 2.1, 0.6)")
     assert found.answer == "(1.1, 2.1, 0.6)"
     assert (v.score, v.detail["metric"]) == (1.0, "LocA")
-    assert v.detail["distance"] == pytest.approx(0.03 ** 0.5)
+    assert v.detail["distance"] == pytest.approx(0.03**0.5)
     # the height counts: same court position, 0.4 m off in z
     assert run(s, "Answer: (1.0, 2.0, 0.9)")[1].score == 0.0
     # exactly on the radius is outside (CourtSI: distance < 0.3)
@@ -125,8 +142,16 @@ def roe_sample(value: float = 12.5) -> Sample:
 
 @pytest.mark.parametrize(
     "final",
-    ["ROE: 12%–13%", "ROE: 12.5% or 13%", "ROE: 12.5% - 13%", "ROE: between 12.5% and 13%", "ROE: 12.5% (or 13%)",
-     "ROE: about 12.5%, maybe 13%", "ROE: 12.5%/13%", "ROE：12.5%（或13%）"],
+    [
+        "ROE: 12%–13%",
+        "ROE: 12.5% or 13%",
+        "ROE: 12.5% - 13%",
+        "ROE: between 12.5% and 13%",
+        "ROE: 12.5% (or 13%)",
+        "ROE: about 12.5%, maybe 13%",
+        "ROE: 12.5%/13%",
+        "ROE：12.5%（或13%）",
+    ],
 )
 def test_roe_hedged_final_is_unparsed_not_its_first_number(final):
     found, _ = run(roe_sample(), f"Margin 7.5%, turnover 0.667, multiplier 2.5.\n{final}")
@@ -144,8 +169,14 @@ def test_numbers_glued_to_cjk_text_are_read():
 
 @pytest.mark.parametrize(
     "final",
-    ["ROE: 12.50%", "ROE: 约12.5%", "ROE: 12.5% (0.125)", "ROE = 0.05 × 2.5 = 12.5%", "ROE: 12.5%, i.e. 0.125",
-     "ROE: 12.5% (up from 11.2% last year)"],
+    [
+        "ROE: 12.50%",
+        "ROE: 约12.5%",
+        "ROE: 12.5% (0.125)",
+        "ROE = 0.05 × 2.5 = 12.5%",
+        "ROE: 12.5%, i.e. 0.125",
+        "ROE: 12.5% (up from 11.2% last year)",
+    ],
 )
 def test_roe_one_value_in_several_forms_is_not_hedged(final):
     found, v = run(roe_sample(), final)
@@ -158,9 +189,19 @@ def test_roe_one_value_in_several_forms_is_not_hedged(final):
 
 def mml(gold, answer_type: str = "string", fmt: str | None = None) -> Sample:
     meta = {"answer_format": fmt} if fmt else {}
-    return Sample(id="m1", task="MMLongBench-Pic", source="MMLongBench-Pic", format="open", question="Q?",
-                  answer=gold if isinstance(gold, str) else json.dumps(gold), gold=gold, answer_type=answer_type,
-                  evaluator="mmlongbench", level="L1", meta=meta)
+    return Sample(
+        id="m1",
+        task="MMLongBench-Pic",
+        source="MMLongBench-Pic",
+        format="open",
+        question="Q?",
+        answer=gold if isinstance(gold, str) else json.dumps(gold),
+        gold=gold,
+        answer_type=answer_type,
+        evaluator="mmlongbench",
+        level="L1",
+        meta=meta,
+    )
 
 
 def baseline(sample: Sample, answer: str) -> float:
@@ -231,8 +272,13 @@ def test_every_answer_type_has_an_answer_format_instruction():
 
 
 def test_a_point_item_is_told_to_answer_with_a_point():
-    s = open_sample("CourtSI", "courtsi", "point", {"xyz": [1.0, 2.0, 0.5], "radius": 0.3},
-                    question="Where is the ball? Give (x, y, z) in metres.")
+    s = open_sample(
+        "CourtSI",
+        "courtsi",
+        "point",
+        {"xyz": [1.0, 2.0, 0.5], "radius": 0.3},
+        question="Where is the ball? Give (x, y, z) in metres.",
+    )
     fmt = TaskFormat("plain", "short", "Sports spatial intelligence")
     text = task_text(s, fmt)
     assert "Answer: (x, y, z)" in text and "<answer>" not in text
@@ -240,9 +286,11 @@ def test_a_point_item_is_told_to_answer_with_a_point():
 
 
 def test_an_unknown_subset_with_a_point_or_conclusions_item_gets_an_instruction():
-    for answer_type, gold, marker in (("point", {"xy": [1.0, 2.0], "radius": 1.0}, "Answer: ("),
-                                      ("conclusions", ["a", "b"], "numbered list"),
-                                      ("rubrics", ["r1"], "whole response")):
+    for answer_type, gold, marker in (
+        ("point", {"xy": [1.0, 2.0], "radius": 1.0}, "Answer: ("),
+        ("conclusions", ["a", "b"], "numbered list"),
+        ("rubrics", ["r1"], "whole response"),
+    ):
         s = open_sample("My-New-Set", "courtsi", answer_type, gold)
         assert marker in task_text(s, TaskFormat("plain", "", "my task")), answer_type
 

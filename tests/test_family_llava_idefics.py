@@ -44,7 +44,10 @@ def checkpoints(tiny_models):
 
 @pytest.fixture(scope="module")
 def backends(checkpoints):
-    return {family: HFBackend(str(path), device="cpu", dtype="float32", batch_size=4) for family, path in checkpoints.items()}
+    return {
+        family: HFBackend(str(path), device="cpu", dtype="float32", batch_size=4)
+        for family, path in checkpoints.items()
+    }
 
 
 @pytest.fixture(scope="module")
@@ -85,9 +88,10 @@ def test_fed_ids_start_as_released(family, backends, images):
     conversation, pictures = backend._hf_messages(few_shot(images))
     ids = backend._process([backend._template(conversation, True)], [pictures])["input_ids"][0].tolist()
     assert ids[0] == backend.tokenizer.convert_tokens_to_ids("<|im_start|>")
-    assert backend.tokenizer("Answer", add_special_tokens=True)["input_ids"] == backend.tokenizer(
-        "Answer", add_special_tokens=False
-    )["input_ids"]
+    assert (
+        backend.tokenizer("Answer", add_special_tokens=True)["input_ids"]
+        == backend.tokenizer("Answer", add_special_tokens=False)["input_ids"]
+    )
 
 
 def test_idefics3_8b_gets_one_bos_from_template_and_tokenizer(backends, images):

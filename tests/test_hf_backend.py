@@ -117,7 +117,9 @@ def test_text_the_template_inserts_before_the_answer_is_context_not_option(tiny_
     for x, y in zip(fast.loglikelihoods, naive.loglikelihoods):
         assert abs(x - y) < 1e-4
     # The scored tokens decode to the option alone: nothing of the think block.
-    for (lead, text), count in zip(think._continuations(think._hf_messages(req.messages)[0], prompt, OPTIONS), fast.token_counts):
+    for (lead, text), count in zip(
+        think._continuations(think._hf_messages(req.messages)[0], prompt, OPTIONS), fast.token_counts
+    ):
         full, n = think._option_tokens(prompt + lead, text)
         assert n == count and think.tokenizer.decode(full[-n:]).strip() == text
     assert plain.score([req])[0].token_counts  # the plain template still scores
@@ -199,7 +201,9 @@ def test_capabilities_and_identity(backend):
     assert caps.loglikelihood and caps.chat_template and caps.interleaved
     assert caps.context_window == 4096
     assert backend.info.revision.startswith("local-")
-    family = {"Idefics3ForConditionalGeneration": "idefics", "LlavaForConditionalGeneration": "llava"}[type(backend.model).__name__]
+    family = {"Idefics3ForConditionalGeneration": "idefics", "LlavaForConditionalGeneration": "llava"}[
+        type(backend.model).__name__
+    ]
     assert backend.info.settings == {"dtype": "float32", "device": "cpu", "scoring": "3", "adapter": family}
 
 
@@ -232,8 +236,10 @@ def test_stop_strings_end_generation_and_are_not_truncation(backend, images):
     k, stop = next(
         (n, texts[n][len(texts[n - 1]) :])
         for n in range(1, 8)
-        if texts[n].startswith(texts[n - 1]) and texts[n][len(texts[n - 1]) :].strip().isprintable()
-        and texts[n][len(texts[n - 1]) :].strip() and texts[n][len(texts[n - 1]) :] not in texts[n - 1]
+        if texts[n].startswith(texts[n - 1])
+        and texts[n][len(texts[n - 1]) :].strip().isprintable()
+        and texts[n][len(texts[n - 1]) :].strip()
+        and texts[n][len(texts[n - 1]) :] not in texts[n - 1]
         and "\ufffd" not in texts[n][len(texts[n - 1]) :]  # a byte that decodes to no character cannot stop
     )
     stopped = backend.generate([GenerateRequest(msgs, 12, stop=(stop,))])[0]

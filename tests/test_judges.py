@@ -28,8 +28,18 @@ from mmctx.score.evaluators.judged import (
 
 def item(gold, answer_type: str = "string", evaluator: str = "semantic", question: str = "What city?") -> Sample:
     display = gold if isinstance(gold, str) else json.dumps(gold)
-    return Sample(id="s1", task="t", source="src", format="open", question=question, answer=display, gold=gold,
-                  answer_type=answer_type, evaluator=evaluator, level="L1")
+    return Sample(
+        id="s1",
+        task="t",
+        source="src",
+        format="open",
+        question=question,
+        answer=display,
+        gold=gold,
+        answer_type=answer_type,
+        evaluator=evaluator,
+        level="L1",
+    )
 
 
 def get_evaluator(name: str) -> Evaluator:
@@ -49,8 +59,10 @@ def text_of(prompt) -> str:
 @pytest.mark.parametrize("name", ["semantic", "mmlongbench", "rubric", "conclusions"])
 def test_evaluators_are_registered_with_judges(name):
     evaluator = get_evaluator(name)
-    assert evaluator is {"semantic": SEMANTIC, "mmlongbench": MMLONGBENCH, "rubric": RUBRIC,
-                         "conclusions": CONCLUSIONS}[name]
+    assert (
+        evaluator
+        is {"semantic": SEMANTIC, "mmlongbench": MMLONGBENCH, "rubric": RUBRIC, "conclusions": CONCLUSIONS}[name]
+    )
     assert isinstance(evaluator, Evaluator) and isinstance(evaluator.judge, Judge)
     assert evaluator.free_form is (name in ("semantic", "mmlongbench"))
 
@@ -67,8 +79,11 @@ def test_judge_names_differ_so_caches_and_groups_do_not_mix():
 @pytest.mark.parametrize(
     "response, answer, rule",
     [
-        ('Sure.\n```json\n{"Observation": "a sign", "Comprehensive Answer": "x", "Final Answer": "5.4%"}\n```',
-         "5.4%", "json_final_answer"),
+        (
+            'Sure.\n```json\n{"Observation": "a sign", "Comprehensive Answer": "x", "Final Answer": "5.4%"}\n```',
+            "5.4%",
+            "json_final_answer",
+        ),
         ("Working: \\boxed{12} first.\n**Final Answer:** 42", "42", "answer_line"),
         ("so the result is \\boxed{\\frac{1}{2}}.", "\\frac{1}{2}", "boxed"),
         ("<think>Answer: 3</think>I pick <answer> 7 </answer>", "7", "answer_tag"),
@@ -102,8 +117,16 @@ def test_semantic_prompt_spells_out_list_and_number_golds():
 
 @pytest.mark.parametrize(
     "reply, equivalent",
-    [("True", True), ("false", False), ("TRUE.", True), ("**False**", False), ("<True>", True),
-     ("```\nTrue\n```", True), ("The two answers name the same city.\nTrue", True), (" 'false' ", False)],
+    [
+        ("True", True),
+        ("false", False),
+        ("TRUE.", True),
+        ("**False**", False),
+        ("<True>", True),
+        ("```\nTrue\n```", True),
+        ("The two answers name the same city.\nTrue", True),
+        (" 'false' ", False),
+    ],
 )
 def test_semantic_parse_accepts(reply, equivalent):
     assert SemanticJudge().parse(reply) == {"equivalent": equivalent}
@@ -193,8 +216,13 @@ RUBRICS = ["States the total as 42.", "Uses the context's definition of a widget
 
 
 def rubric_reply(statuses, overall, fence: bool = False) -> str:
-    body = json.dumps({"Grading Rationale": "checked each", "List of Requirement Satisfaction Status": statuses,
-                       "Overall Score": overall})
+    body = json.dumps(
+        {
+            "Grading Rationale": "checked each",
+            "List of Requirement Satisfaction Status": statuses,
+            "Overall Score": overall,
+        }
+    )
     return f"```json\n{body}\n```" if fence else body
 
 
@@ -271,8 +299,11 @@ def test_conclusions_prompt_is_appendix_b():
 
 @pytest.mark.parametrize(
     "reply, count",
-    [('{"correct_count": 2, "rationale": "two"}', 2), ('```json\n{"correct_count": 0, "rationale": ""}\n```', 0),
-     ('Here: {"correct_count": 3.0, "rationale": "r"}', 3)],
+    [
+        ('{"correct_count": 2, "rationale": "two"}', 2),
+        ('```json\n{"correct_count": 0, "rationale": ""}\n```', 0),
+        ('Here: {"correct_count": 3.0, "rationale": "r"}', 3),
+    ],
 )
 def test_conclusions_parse_accepts(reply, count):
     assert ConclusionsJudge().parse(reply)["correct_count"] == count
@@ -280,8 +311,14 @@ def test_conclusions_parse_accepts(reply, count):
 
 @pytest.mark.parametrize(
     "reply",
-    ["two of them", '{"rationale": "x"}', '{"correct_count": "2"}', '{"correct_count": 2.5}',
-     '{"correct_count": true}', "[2]"],
+    [
+        "two of them",
+        '{"rationale": "x"}',
+        '{"correct_count": "2"}',
+        '{"correct_count": 2.5}',
+        '{"correct_count": true}',
+        "[2]",
+    ],
 )
 def test_conclusions_parse_rejects(reply):
     with pytest.raises(JudgeReplyError):
@@ -359,8 +396,13 @@ def test_parse_extraction(reply, typed, answer, rule):
 
 @pytest.mark.parametrize(
     "reply, typed",
-    [("", False), ("   ", False), ("The answer is 12 (integer)", True), ('{"answer": 1, "type": "number"}', True),
-     ('{"answer": null, "type": "string"}', True)],
+    [
+        ("", False),
+        ("   ", False),
+        ("The answer is 12 (integer)", True),
+        ('{"answer": 1, "type": "number"}', True),
+        ('{"answer": null, "type": "string"}', True),
+    ],
 )
 def test_parse_extraction_rejects(reply, typed):
     with pytest.raises(JudgeReplyError):

@@ -19,8 +19,9 @@ from tests.fixtures.chat_server import MODEL, ChatServer, Fault, prompt_text
 
 FAST = RetryPolicy(max_attempts=2, timeout=2.0, base_delay=0.01, max_delay=0.02)
 RUBRICS = ["Gives the total.", "Uses one sentence."]
-GOOD_RUBRIC = json.dumps({"Grading Rationale": "ok", "List of Requirement Satisfaction Status": ["yes", "yes"],
-                          "Overall Score": 1})
+GOOD_RUBRIC = json.dumps(
+    {"Grading Rationale": "ok", "List of Requirement Satisfaction Status": ["yes", "yes"], "Overall Score": 1}
+)
 
 
 @pytest.fixture
@@ -55,8 +56,18 @@ def make_backend(server: ChatServer) -> Counting:
 
 
 def item(sid: str, gold, answer_type: str = "string", question: str = "Which city?") -> Sample:
-    return Sample(id=sid, task="t", source="src", format="open", question=question, answer=str(gold), gold=gold,
-                  answer_type=answer_type, evaluator="semantic", level="L1")
+    return Sample(
+        id=sid,
+        task="t",
+        source="src",
+        format="open",
+        question=question,
+        answer=str(gold),
+        gold=gold,
+        answer_type=answer_type,
+        evaluator="semantic",
+        level="L1",
+    )
 
 
 def per_prompt(*replies: str):
@@ -74,11 +85,19 @@ def per_prompt(*replies: str):
 def test_semantic_judging_batches_one_round_and_skips_prechecks(server, store):
     server.answer = lambda body: "True" if "the French capital" in prompt_text(body) else "False"
     backend = make_backend(server)
-    items = [(item("a", "Paris"), "the French capital"), (item("b", "Paris"), "paris"), (item("c", "Paris"), "Lyon"),
-             (item("d", "Paris"), "")]
+    items = [
+        (item("a", "Paris"), "the French capital"),
+        (item("b", "Paris"), "paris"),
+        (item("c", "Paris"), "Lyon"),
+        (item("d", "Paris"), ""),
+    ]
     verdicts = JudgeRunner(backend, store).judge(SemanticJudge(), items)
-    assert [(v.outcome, v.score) for v in verdicts] == [("scored", 1.0), ("scored", 1.0), ("scored", 0.0),
-                                                       ("unparsed", 0.0)]
+    assert [(v.outcome, v.score) for v in verdicts] == [
+        ("scored", 1.0),
+        ("scored", 1.0),
+        ("scored", 0.0),
+        ("unparsed", 0.0),
+    ]
     assert verdicts[0].detail["judge"] == "semantic" and verdicts[0].detail["judge_attempt"] == 1
     assert verdicts[1].detail["mode"] == "exact"
     assert backend.batches == [2] and len(server.chat_records()) == 2
@@ -148,8 +167,12 @@ def test_cache_keys_depend_on_judge_model_prompt_and_attempt(server, store):
     runner = JudgeRunner(make_backend(server), store)
     prompt = SemanticJudge().prompt(item("a", "Paris"), "Lyon")
     other = SemanticJudge().prompt(item("a", "Paris"), "Nice")
-    keys = {runner.key("semantic", prompt, 16, 1), runner.key("semantic", prompt, 16, 2),
-            runner.key("rubric", prompt, 16, 1), runner.key("semantic", other, 16, 1)}
+    keys = {
+        runner.key("semantic", prompt, 16, 1),
+        runner.key("semantic", prompt, 16, 2),
+        runner.key("rubric", prompt, 16, 1),
+        runner.key("semantic", other, 16, 1),
+    }
     assert len(keys) == 4
     assert runner.key("semantic", prompt, 16, 1) == JudgeRunner(runner.backend, store).key("semantic", prompt, 16, 1)
 

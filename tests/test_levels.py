@@ -236,8 +236,16 @@ def test_map_score_and_courtsi_metric_split_are_reported_beside_the_scores():
     from mmctx.score.levels import aggregate
 
     def row(i, subset, evaluator, outcome, score, answer_type="route", **detail):
-        return {"id": f"{subset}-{i}", "subset": subset, "evaluator": evaluator, "answer_type": answer_type,
-                "outcome": outcome, "score": score, "detail": detail, "model": "m"}
+        return {
+            "id": f"{subset}-{i}",
+            "subset": subset,
+            "evaluator": evaluator,
+            "answer_type": answer_type,
+            "outcome": outcome,
+            "score": score,
+            "detail": detail,
+            "model": "m",
+        }
 
     rows = [
         row(0, "ReasonMap-Short", "route", "scored", 1.0, map_score=1.0),

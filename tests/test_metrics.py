@@ -211,7 +211,9 @@ def test_non_finite_loglikelihoods_are_errors_and_an_incomplete_average_is_empty
                "options": ["a", "b"], "labels": ["A", "B"]}  # fmt: skip
     bad = score_request(request, {"loglikelihoods": [float("nan"), -1.0], "token_counts": [1, 1], "error": None})
     assert bad.outcome == "error" and bad.pred is None
-    good = score_request({**request, "task": "plurality"}, {"loglikelihoods": [-1.0, -3.0], "token_counts": [1, 1], "error": None})
+    good = score_request(
+        {**request, "task": "plurality"}, {"loglikelihoods": [-1.0, -3.0], "token_counts": [1, 1], "error": None}
+    )
     assert good.outcome == "correct"
     cells = {c.task: c for c in summarize([bad, good])}
     assert cells["counting"].errors == 1 and cells["counting"].n == 0 and math.isnan(cells["counting"].accuracy)

@@ -117,7 +117,9 @@ def test_fingerprint_follows_image_content_not_path(bench, tmp_path):
     changed = tuple(
         m.__class__(
             m.role,
-            tuple(ImagePart.from_path(bench.root / other.images[0]) if isinstance(c, ImagePart) else c for c in m.content),
+            tuple(
+                ImagePart.from_path(bench.root / other.images[0]) if isinstance(c, ImagePart) else c for c in m.content
+            ),
         )
         for m in p.messages
     )

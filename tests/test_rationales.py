@@ -90,7 +90,10 @@ def test_never_right_is_excluded_after_max_attempts_and_cot_demos_skip_it(demos)
     assert summarize_outcomes(outcomes).get("wrong_answer", 0) == sum(o.status == "wrong_answer" for o in outcomes)
     updated = apply_rationales(bench.demos, outcomes)
     marked = {d.id: d for d in updated}
-    assert all(marked[o.sample_id].rationale is None and marked[o.sample_id].meta["rationale_status"] == o.status for o in outcomes)
+    assert all(
+        marked[o.sample_id].rationale is None and marked[o.sample_id].meta["rationale_status"] == o.status
+        for o in outcomes
+    )
     # A CoT setting now skips the excluded demo and takes the next similar one with a rationale.
     excluded = outcomes[0].sample_id
     query = next(q for q in bench.queries if excluded in q.demo_keys["similar"][:4])

@@ -68,15 +68,36 @@ def test_run_scores_every_request_and_resumes_from_the_store(shapes_bench, tmp_p
 
 def test_a_different_run_in_the_same_folder_is_refused(shapes_bench, tmp_path):
     run = tmp_path / "run"
-    evaluate(shapes_bench, "builtin:tiny-idefics3", run, limits=LIMITS, settings="0-shot", scorers="ppl", limit=1, show_progress=False)
+    evaluate(
+        shapes_bench,
+        "builtin:tiny-idefics3",
+        run,
+        limits=LIMITS,
+        settings="0-shot",
+        scorers="ppl",
+        limit=1,
+        show_progress=False,
+    )
     with pytest.raises(RunError, match="different run"):
-        evaluate(shapes_bench, "builtin:tiny-idefics3", run, limits=LIMITS, settings="0-shot", scorers="ppl", limit=1, seed=1, show_progress=False)
+        evaluate(
+            shapes_bench,
+            "builtin:tiny-idefics3",
+            run,
+            limits=LIMITS,
+            settings="0-shot",
+            scorers="ppl",
+            limit=1,
+            seed=1,
+            show_progress=False,
+        )
 
 
 def test_bad_benchmark_fails_before_the_model_is_loaded(shapes_bench, tmp_path):
     bench = load_benchmark(shapes_bench)
     q = bench.queries[0]
-    bench.queries[0] = q.model_copy(update={"answer": "not a choice", "demo_keys": {**q.demo_keys, "random": ["ghost"]}})
+    bench.queries[0] = q.model_copy(
+        update={"answer": "not a choice", "demo_keys": {**q.demo_keys, "random": ["ghost"]}}
+    )
     bad = save_benchmark(bench, tmp_path / "bad")
     loaded = []
 
@@ -214,7 +235,9 @@ def test_shards_merged_equal_a_single_process_run(shapes_bench, tmp_path):
 
     common = dict(limits=LIMITS, settings="0-shot,4-random", scorers="generate,ppl", limit=2, show_progress=False)
     whole = evaluate(shapes_bench, "builtin:tiny-idefics3", tmp_path / "whole", **common)
-    parts = [evaluate(shapes_bench, "builtin:tiny-idefics3", tmp_path / f"s{i}", shard=f"{i}/3", **common) for i in range(3)]
+    parts = [
+        evaluate(shapes_bench, "builtin:tiny-idefics3", tmp_path / f"s{i}", shard=f"{i}/3", **common) for i in range(3)
+    ]
     sizes = [p.stats.planned for p in parts]
     assert sum(sizes) == whole.stats.planned and all(sizes)  # a partition: every request in exactly one shard
     assert not set.intersection(*({r.query_id for r in p.results} for p in parts))

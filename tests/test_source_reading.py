@@ -7,8 +7,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from fixtures.sources_real import SAMPLES, place_gvtbench, place_mme, place_valse, place_vsr
+
 from mmctx.data.sources import source
 from mmctx.data.sources.base import Conversion, SourceContext
 from mmctx.data.sources.reader import Reader
@@ -31,7 +31,7 @@ def spoil(path: Path, text: bytes, occurrence: int = 0) -> int:
     at = -1
     for _ in range(occurrence + 1):
         at = data.index(text, at + 1)
-    path.write_bytes(data[:at] + BAD + data[at + 1:])
+    path.write_bytes(data[:at] + BAD + data[at + 1 :])
     return at
 
 
@@ -184,7 +184,9 @@ def test_mmbench_bad_byte_rejects_only_its_row(tmp_path):
     result = source("mmbench")[1](SourceContext(tmp_path))
     kept = {s.id for s in result.samples}
     assert "mmbench/physical_relation/3" not in kept and "mmbench/attribute_recognition/0" in kept
-    assert [(e.file, e.field) for e in result.errors if e.field == "(encoding)"] == [("MMBench_DEV_EN.tsv", "(encoding)")]
+    assert [(e.file, e.field) for e in result.errors if e.field == "(encoding)"] == [
+        ("MMBench_DEV_EN.tsv", "(encoding)")
+    ]
 
 
 def test_milebench_bad_byte_is_one_error_for_its_record(tmp_path):

@@ -8,7 +8,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
 from fixtures.sources_real import (
     MME_RELEASE,
     SAMPLES,
@@ -21,6 +20,7 @@ from fixtures.sources_real import (
     place_valse,
     place_vsr,
 )
+
 from mmctx.data.sources import source
 from mmctx.data.sources.base import Conversion, SourceContext
 from mmctx.schema import TASKS, validate_sample
@@ -62,8 +62,16 @@ def test_every_sample_is_valid_and_matches_the_declared_subsets(name, tmp_path):
 # --- VALSE ------------------------------------------------------------------------------------
 
 VALSE_VALID = {
-    "existence": 5, "plurals": 7, "counting-hard": 5, "counting-small-quant": 5, "counting-adversarial": 5,
-    "relations": 6, "action-replacement": 5, "actant-swap": 5, "coreference-standard": 4, "coreference-hard": 5,
+    "existence": 5,
+    "plurals": 7,
+    "counting-hard": 5,
+    "counting-small-quant": 5,
+    "counting-adversarial": 5,
+    "relations": 6,
+    "action-replacement": 5,
+    "actant-swap": 5,
+    "coreference-standard": 4,
+    "coreference-hard": 5,
 }
 
 
@@ -83,10 +91,16 @@ def test_valse_tasks_and_caption_foil_fields(tmp_path):
     samples = by_id(convert("valse", tmp_path))
     tasks = {s.meta["subset"]: s.task for s in samples.values()}
     assert tasks == {
-        "existence": "object_recognition", "plurals": "plurality", "counting-hard": "counting",
-        "counting-small-quant": "counting", "counting-adversarial": "counting", "relations": "spatial_relations",
-        "action-replacement": "action_recognition", "actant-swap": "action_recognition",
-        "coreference-standard": "coreference", "coreference-hard": "coreference",
+        "existence": "object_recognition",
+        "plurals": "plurality",
+        "counting-hard": "counting",
+        "counting-small-quant": "counting",
+        "counting-adversarial": "counting",
+        "relations": "spatial_relations",
+        "action-replacement": "action_recognition",
+        "actant-swap": "action_recognition",
+        "coreference-standard": "coreference",
+        "coreference-hard": "coreference",
     }
     swap = samples["valse/actant-swap/actions_test_0"]
     assert swap.format == "caption_foil"
@@ -139,15 +153,17 @@ def test_valse_bad_records_are_errors_and_the_rest_converts(tmp_path):
     cut = (data / "counting-hard.json").read_text()[:400]
     (data / "counting-hard.json").write_text(cut)
     conv = convert("valse", tmp_path)
-    assert sorted(errors_at(conv)) == sorted([
-        ("data/existence.json", "key existence_visual7w_2393805", "caption"),
-        ("data/existence.json", "key existence_visual7w_713025", "image_file"),
-        ("data/relations.json", "key relations:coco_2017:212732", "foil"),
-        ("data/plurals.json", "key plurals:coco2017:308510", "mturk.caption"),
-        ("data/action-replacement.json", "key actions_test_0", "image_file"),
-        ("data/actant-swap.json", "key actions_test_0", "image_file"),
-        ("data/counting-hard.json", f"line {cut.count(chr(10)) + 1}", "(json)"),  # where the text stops
-    ])
+    assert sorted(errors_at(conv)) == sorted(
+        [
+            ("data/existence.json", "key existence_visual7w_2393805", "caption"),
+            ("data/existence.json", "key existence_visual7w_713025", "image_file"),
+            ("data/relations.json", "key relations:coco_2017:212732", "foil"),
+            ("data/plurals.json", "key plurals:coco2017:308510", "mturk.caption"),
+            ("data/action-replacement.json", "key actions_test_0", "image_file"),
+            ("data/actant-swap.json", "key actions_test_0", "image_file"),
+            ("data/counting-hard.json", f"line {cut.count(chr(10)) + 1}", "(json)"),  # where the text stops
+        ]
+    )
     messages = {e.where: e.message for e in conv.errors}
     assert "inside the dataset folder" in messages["key existence_visual7w_713025"]
     assert "identical to the caption" in messages["key relations:coco_2017:212732"]
@@ -319,7 +335,10 @@ def test_gvtbench_mci_questions_become_yes_no_mcqa(tmp_path):
     conv = convert("gvtbench", tmp_path)
     assert Counter(s.meta["subset"] for s in conv.samples) == {"coco_mci": 16, "vcr_mci": 16}
     assert Counter((s.meta["subset"], s.answer) for s in conv.samples) == {
-        ("coco_mci", "Yes"): 6, ("coco_mci", "No"): 10, ("vcr_mci", "Yes"): 9, ("vcr_mci", "No"): 7,
+        ("coco_mci", "Yes"): 6,
+        ("coco_mci", "No"): 10,
+        ("vcr_mci", "Yes"): 9,
+        ("vcr_mci", "No"): 7,
     }
     samples = by_id(conv)
     coco = samples["gvtbench/coco_mci/1"]

@@ -56,11 +56,17 @@ def test_seedbench_maps_six_dimensions_and_skips_v2_copies(tmp_path: Path) -> No
     result = run("seedbench", tmp_path)
 
     assert per_subset(result) == {
-        "instance_counting": 1, "instance_identity": 2, "instance_attributes": 1, "spatial_relation": 1,
-        "visual_reasoning": 1, "visual_referring_expression": 2,
+        "instance_counting": 1,
+        "instance_identity": 2,
+        "instance_attributes": 1,
+        "spatial_relation": 1,
+        "visual_reasoning": 1,
+        "visual_referring_expression": 2,
     }
-    assert result.skipped == {"question_type_id not a FewMMBench dimension": 3,
-                              "v2 copy of a v1 question (SEED-Bench.json read)": 1}
+    assert result.skipped == {
+        "question_type_id not a FewMMBench dimension": 3,
+        "v2 copy of a v1 question (SEED-Bench.json read)": 1,
+    }
     samples = by_id(result)
     towels = samples["seedbench/instance_counting/101669"]
     assert (towels.task, towels.format, towels.source) == ("counting", "mcqa", "SEED-Bench")
@@ -126,16 +132,30 @@ def test_mmbench_collapses_circular_copies_and_resolves_image_references(tmp_pat
     write_mmbench(tmp_path)
     result = run("mmbench", tmp_path)
 
-    assert per_subset(result) == {"attribute_recognition": 1, "spatial_relationship": 1, "social_relation": 1,
-                                  "physical_relation": 1, "nature_relation": 1}
-    assert result.skipped == {"circular copy (same index mod 1e6)": 3, "category not used by FewMMBench": 1,
-                              "no answer (test split)": 1}
+    assert per_subset(result) == {
+        "attribute_recognition": 1,
+        "spatial_relationship": 1,
+        "social_relation": 1,
+        "physical_relation": 1,
+        "nature_relation": 1,
+    }
+    assert result.skipped == {
+        "circular copy (same index mod 1e6)": 3,
+        "category not used by FewMMBench": 1,
+        "no answer (test split)": 1,
+    }
     samples = by_id(result)
     colour = samples["mmbench/attribute_recognition/0"]
     assert (colour.task, colour.source, colour.context) == ("attribute_recognition", "MMBench", "")
     assert colour.choices == ["red", "green", "blue", "white"] and colour.answer == "red"
-    assert colour.meta == {"source_file": "MMBench_DEV_EN.tsv", "key": 0, "subset": "attribute_recognition",
-                           "l2_category": "l2", "origin": "synthetic", "split": "dev"}
+    assert colour.meta == {
+        "source_file": "MMBench_DEV_EN.tsv",
+        "key": 0,
+        "subset": "attribute_recognition",
+        "l2_category": "l2",
+        "origin": "synthetic",
+        "split": "dev",
+    }
     spatial = samples["mmbench/spatial_relationship/1"]
     assert spatial.task == "spatial_relations"
     assert spatial.choices == ["left", "right"] and spatial.answer == "right"  # C/D NaN dropped
@@ -160,8 +180,11 @@ def test_mmbench_collapses_circular_copies_and_resolves_image_references(tmp_pat
 
 def test_mmbench_reads_an_older_dev_file_and_reports_a_missing_column(tmp_path: Path) -> None:
     red = b64_image("red")
-    write_mmbench(tmp_path, "mmbench_dev_20230712.tsv",
-                  [mmbench_row(7, "spatial_relationship", ["left", "right", "above"], "C", red)])
+    write_mmbench(
+        tmp_path,
+        "mmbench_dev_20230712.tsv",
+        [mmbench_row(7, "spatial_relationship", ["left", "right", "above"], "C", red)],
+    )
     result = run("mmbench", tmp_path)
     assert [s.id for s in result.samples] == ["mmbench/spatial_relationship/7"]
     assert result.samples[0].answer == "above"
@@ -188,8 +211,12 @@ def test_milebench_composite_is_the_default_form(tmp_path: Path) -> None:
     result = run("milebench", tmp_path)
 
     assert per_subset(result) == {"composite": 4}
-    assert sorted(by_id(result)) == ["milebench/composite/ActionSequence/0", "milebench/composite/ActionSequence/1",
-                                     "milebench/composite/StateChange/10", "milebench/composite/StateChange/11"]
+    assert sorted(by_id(result)) == [
+        "milebench/composite/ActionSequence/0",
+        "milebench/composite/ActionSequence/1",
+        "milebench/composite/StateChange/10",
+        "milebench/composite/StateChange/11",
+    ]
     first = by_id(result)["milebench/composite/ActionSequence/0"]
     assert (first.task, first.format, first.source) == ("temporal", "mcqa", "MileBench")
     assert first.choices == CHOICES and first.answer == "Took the box."
@@ -249,10 +276,14 @@ def test_milebench_frames_form_and_composite_are_deterministic(tmp_path: Path) -
 
 
 def test_milebench_bad_files_and_frames_do_not_stop_other_tasks(tmp_path: Path) -> None:
-    write_milebench_task(tmp_path, "ObjectShuffle", [
-        milebench_record(1, frame_names("ObjectShuffle", 0), ["left", "middle", "right"], "middle"),
-        milebench_record(2, frame_names("ObjectShuffle", 1), ["left", "middle", "right"], "left"),
-    ])
+    write_milebench_task(
+        tmp_path,
+        "ObjectShuffle",
+        [
+            milebench_record(1, frame_names("ObjectShuffle", 0), ["left", "middle", "right"], "middle"),
+            milebench_record(2, frame_names("ObjectShuffle", 1), ["left", "middle", "right"], "left"),
+        ],
+    )
     (tmp_path / "milebench/ObjectShuffle/images/ObjectShuffle_1_1.jpg").write_bytes(b"not a jpeg")
     open_ended = milebench_record(0, frame_names("MovingDirection", 0), ["up", "down"], "up")
     write_milebench_task(tmp_path, "MovingDirection", [open_ended], question_type="open-ended")
@@ -273,4 +304,3 @@ def test_milebench_empty_folder_is_one_error(tmp_path: Path) -> None:
     result = run("milebench", tmp_path)
     [error] = result.errors
     assert error.where == "folder" and "ActionSequence/ActionSequence.json" in error.message
-

@@ -299,7 +299,9 @@ def test_demo_orders_permute_the_same_demos_and_report_sensitivity(tmp_path):
         assert sorted(demos["4-similar#o1"]) == sorted(stored) and sorted(demos["4-similar#o2"]) == sorted(stored)
         assert len({tuple(demos[s]) for s in ("4-similar", "4-similar#o1", "4-similar#o2")}) > 1
     (sens,) = order_sensitivity(out.results)
-    assert sens.setting == "4-similar" and len(sens.accuracies) == 3 and sens.n == len({r.query_id for r in out.results})
+    assert (
+        sens.setting == "4-similar" and len(sens.accuracies) == 3 and sens.n == len({r.query_id for r in out.results})
+    )
     assert 0.0 <= sens.agreement <= 1.0 and sens.spread >= 0.0
 
 

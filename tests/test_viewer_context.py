@@ -30,8 +30,8 @@ import pytest
 pytest.importorskip("openai")
 
 from mmctx.report.viewer import ViewerError, build_site, reasoning_parts
-from tests.fixtures.chat_server import Fault, prompt_text
 from tests.fixtures.browser import _console_errors, _images_loaded, _open, browser  # noqa: F401  (the fixture)
+from tests.fixtures.chat_server import Fault, prompt_text
 
 HOSTILE_THINK = "<think>Counting the digits. <script>window.__xss=1</script></think>"
 HOSTILE_ANSWER = "<img src=x onerror=window.__xss=2>"
@@ -90,8 +90,14 @@ def _build(root: Path) -> dict:
         with ChatServer(answer=answer) as model, ChatServer(answer=grade) as jserver:
             if run == run_a:
                 model.rule = lambda body, attempt: Fault("500") if mark("toy-court-1") in prompt_text(body) else None
-            run_context(bench, OpenAIBackend(name, base_url=model.base_url, retry=fast), run, config,
-                        judge=OpenAIBackend("judge-1", base_url=jserver.base_url, retry=fast), show_progress=False)
+            run_context(
+                bench,
+                OpenAIBackend(name, base_url=model.base_url, retry=fast),
+                run,
+                config,
+                judge=OpenAIBackend("judge-1", base_url=jserver.base_url, retry=fast),
+                show_progress=False,
+            )
     index = build_site([run_a, run_b], root / "site")
     return {"index": str(index), "runs": [str(run_a), str(run_b)], "suite": str(bench.root)}
 

@@ -217,7 +217,10 @@ class FakeLLM:
         skip = params.get("skip_reading_prefix_cache")
         if skip if skip is not None else params.get("prompt_logprobs") is not None:
             return 0
-        shared = max((next((i for i, (a, b) in enumerate(zip(s, ids)) if a != b), min(len(s), len(ids))) for s in self.seen), default=0)
+        shared = max(
+            (next((i for i, (a, b) in enumerate(zip(s, ids)) if a != b), min(len(s), len(ids))) for s in self.seen),
+            default=0,
+        )
         return min(shared, len(ids) - 1) // self.block_size * self.block_size
 
     def _one(self, prompt: dict, params: dict) -> RequestOutput:
@@ -245,12 +248,18 @@ class FakeLLM:
         tok = self.processor.tokenizer
         with torch.inference_mode():
             out = self.model.generate(
-                **inputs, max_new_tokens=params["max_tokens"], do_sample=False, eos_token_id=eos, pad_token_id=tok.pad_token_id
+                **inputs,
+                max_new_tokens=params["max_tokens"],
+                do_sample=False,
+                eos_token_id=eos,
+                pad_token_id=tok.pad_token_id,
             )
         new = out[0, inputs["input_ids"].shape[1] :].tolist()
         if eos in new:  # vLLM keeps the EOS token in token_ids, not in the text
             new = new[: new.index(eos) + 1]
-            return CompletionOutput(0, tok.decode(new[:-1], skip_special_tokens=True), new, None, None, finish_reason="stop")
+            return CompletionOutput(
+                0, tok.decode(new[:-1], skip_special_tokens=True), new, None, None, finish_reason="stop"
+            )
         for k in range(1, len(new) + 1):
             text = tok.decode(new[:k], skip_special_tokens=True)
             hit = next((s for s in params.get("stop", []) if s in text), None)
@@ -312,18 +321,35 @@ def test_engine_args_pass_through_and_turn_prefix_caching_on():
     args = engine_args("m", max_images=9, revision="abc", dtype="bfloat16", tensor_parallel_size=2)
     assert args["enable_prefix_caching"] is True
     assert args["limit_mm_per_prompt"] == {"image": 9, "video": 0, "audio": 0}
-    assert (args["tensor_parallel_size"], args["dtype"], args["revision"], args["tokenizer_revision"]) == (2, "bfloat16", "abc", "abc")
+    assert (args["tensor_parallel_size"], args["dtype"], args["revision"], args["tokenizer_revision"]) == (
+        2,
+        "bfloat16",
+        "abc",
+        "abc",
+    )
     assert args["trust_remote_code"] is False and "max_model_len" not in args
     assert args["disable_log_stats"] is True
-    more = engine_args("m", max_images=1, max_model_len=8192, engine_metrics=True, engine_kwargs={"gpu_memory_utilization": 0.5})
-    assert more["max_model_len"] == 8192 and more["disable_log_stats"] is False and more["gpu_memory_utilization"] == 0.5
+    more = engine_args(
+        "m", max_images=1, max_model_len=8192, engine_metrics=True, engine_kwargs={"gpu_memory_utilization": 0.5}
+    )
+    assert (
+        more["max_model_len"] == 8192 and more["disable_log_stats"] is False and more["gpu_memory_utilization"] == 0.5
+    )
     assert "mm_processor_kwargs" not in more
-    assert engine_args("m", max_images=1, mm_processor_kwargs={"max_pixels": 9})["mm_processor_kwargs"] == {"max_pixels": 9}
+    assert engine_args("m", max_images=1, mm_processor_kwargs={"max_pixels": 9})["mm_processor_kwargs"] == {
+        "max_pixels": 9
+    }
 
 
 def test_sampling_params():
     gen = generation_params(GenerateRequest((), 12, stop=("\n",)))
-    assert gen == {"temperature": 0.0, "max_tokens": 12, "skip_special_tokens": True, "stop": ["\n"], "include_stop_str_in_output": True}
+    assert gen == {
+        "temperature": 0.0,
+        "max_tokens": 12,
+        "skip_special_tokens": True,
+        "stop": ["\n"],
+        "include_stop_str_in_output": True,
+    }
     assert "stop" not in generation_params(GenerateRequest((), 5))
     sc = score_params()
     assert sc["max_tokens"] == 1 and sc["prompt_logprobs"] == 0 and sc["skip_reading_prefix_cache"] is False
@@ -406,9 +432,20 @@ def test_failures_are_described():
 
 def test_usage_aggregates_outputs_and_engine_counters():
     usage = PrefixCacheUsage()
-    usage.record([request_output(list(range(20)), [-1.0] * 20, cached=0), request_output(list(range(30)), [-1.0] * 30, cached=16), "err"])
+    usage.record(
+        [
+            request_output(list(range(20)), [-1.0] * 20, cached=0),
+            request_output(list(range(30)), [-1.0] * 30, cached=16),
+            "err",
+        ]
+    )
     d = usage.as_dict()
-    assert (d["requests"], d["prompt_tokens"], d["prompt_tokens_cached"], d["prompt_tokens_computed"]) == (2, 50, 16, 34)
+    assert (d["requests"], d["prompt_tokens"], d["prompt_tokens_cached"], d["prompt_tokens_computed"]) == (
+        2,
+        50,
+        16,
+        34,
+    )
     assert d["prefix_cache_hit_rate"] == pytest.approx(16 / 50)
     assert PrefixCacheUsage().as_dict()["prefix_cache_hit_rate"] == 0.0
     metrics = [
@@ -435,7 +472,9 @@ def test_scores_equal_the_hf_backend(tiny_models, family, hf, images, flat):
     prompts, params = fake.calls[0]
     assert len(prompts) == 2 * len(OPTIONS)  # one engine call for all options of all queries
     # Then at most one more: the options whose prefix-cache hit reached the option, cache read off.
-    assert len(fake.calls) == 1 or (len(fake.calls) == 2 and all(p["skip_reading_prefix_cache"] for p in fake.calls[1][1]))
+    assert len(fake.calls) == 1 or (
+        len(fake.calls) == 2 and all(p["skip_reading_prefix_cache"] for p in fake.calls[1][1])
+    )
     assert len(fake.calls) == 1 + bool(v.usage()["recomputed_requests"])
     assert all(len(p["multi_modal_data"]["image"]) == n for p, n in zip(prompts, [3] * 4 + [1] * 4))
     assert all(p["max_tokens"] == 1 and p["prompt_logprobs"] == 0 for p in params)
@@ -515,7 +554,9 @@ def test_failures_stay_with_their_request(tiny_models, images):
     assert gens[0].error.startswith("context_overflow")
     assert gens[1].error is None and gens[1].output_tokens > 0
     assert gens[2].error == "RuntimeError: engine failure for this prompt"
-    scores = v.score([ScoreRequest(long, OPTIONS), ScoreRequest(short, ("red", "blue")), ScoreRequest(poison, ("a", "b"))])
+    scores = v.score(
+        [ScoreRequest(long, OPTIONS), ScoreRequest(short, ("red", "blue")), ScoreRequest(poison, ("a", "b"))]
+    )
     assert scores[0].error.startswith("context_overflow") and not scores[0].loglikelihoods
     assert scores[1].error is None and len(scores[1].loglikelihoods) == 2
     assert scores[2].error.startswith("RuntimeError")
@@ -560,7 +601,15 @@ def test_identity_capabilities_and_spec(tiny_models, monkeypatch):
 
     monkeypatch.setattr(vllm_module, "start_llm", fake_start)
     monkeypatch.setattr(vllm_module, "run_llm", lambda llm, prompts, params: [])
-    b = load_backend(f"vllm:{path}", device="cuda", batch_size=8, dtype="float16", revision=None, trust_remote_code=False, max_images=4)
+    b = load_backend(
+        f"vllm:{path}",
+        device="cuda",
+        batch_size=8,
+        dtype="float16",
+        revision=None,
+        trust_remote_code=False,
+        max_images=4,
+    )
     assert isinstance(b, VLLMBackend) and made["model"] == str(path) and made["dtype"] == "float16"
     assert made["limit_mm_per_prompt"] == {"image": 4, "video": 0, "audio": 0} and made["enable_prefix_caching"] is True
     built = load_backend("vllm:builtin:tiny-llava")
@@ -651,7 +700,10 @@ def test_request_building_per_family(tiny_models, images, any_family):
     assert [im.tobytes() for im in sent] == [im.tobytes() for im in pictures]  # a, b, c, a
 
     text, rendered = prompt_text(v.processor, prompt), v.adapter.render(v.processor, conversation, True)
-    assert text in (rendered, f"{v.tokenizer.bos_token}{rendered}")  # the tokenizer's BOS where the template writes none
+    assert text in (
+        rendered,
+        f"{v.tokenizer.bos_token}{rendered}",
+    )  # the tokenizer's BOS where the template writes none
     placeholder = VLLM_IMAGE_PLACEHOLDERS.get(config_type(path))
     if placeholder is None:
         pytest.skip(f"vLLM's docs list no {config_type(path)} model; nothing to expand")

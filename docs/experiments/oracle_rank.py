@@ -45,7 +45,7 @@ else:
     toks = {p: oracle_token(s.meta, basis, scale, mode) for p, s in zip(paths, pool)}
 acc = collections.defaultdict(list)
 with torch.no_grad():
-    for s, p in zip(pool, paths):
+    for s, _p in zip(pool, paths):
         built = build_prompt(s, [], r.preset, "text", 0, root)
         conv, parts = chat_conversation(built.messages)
         shown = shown_options(s, r.preset, 0)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -61,7 +60,7 @@ def validate(
 @app.command()
 def shapes(
     out: Path = typer.Option(..., help="Output folder."),
-    per_task: Optional[int] = typer.Option(
+    per_task: int | None = typer.Option(
         None, help="Pool samples per task and format (40; with --benchmark, queries per task + 32)."
     ),
     seed: int = typer.Option(0),
@@ -99,32 +98,42 @@ def import_fewmmbench(
 @app.command()
 def run(
     benchmark: Path = typer.Argument(..., help="Benchmark folder."),
-    model: str = typer.Option(DEFAULT_MODEL, help="HF model id, local folder, or builtin:shapes-vlm|tiny-idefics3|tiny-llava."),
+    model: str = typer.Option(
+        DEFAULT_MODEL, help="HF model id, local folder, or builtin:shapes-vlm|tiny-idefics3|tiny-llava."
+    ),
     out: Path = typer.Option(..., help="Run folder (created, or resumed if it holds the same run)."),
-    settings: str = typer.Option("all", help="Comma list: 0-shot,4-random,4-similar,4-similar-cot,8-random,8-similar,8-similar-cot."),
+    settings: str = typer.Option(
+        "all", help="Comma list: 0-shot,4-random,4-similar,4-similar-cot,8-random,8-similar,8-similar-cot."
+    ),
     scorers: str = typer.Option("all", help="Comma list: generate,ppl."),
     preset: str = typer.Option("fewmmbench", help="Prompt preset: fewmmbench | fewmmbench-single-turn."),
     seed: int = typer.Option(0, help="Seeds option shuffling."),
     max_new_tokens: int = typer.Option(16, help="Generation limit for settings without CoT."),
     cot_max_new_tokens: int = typer.Option(512, help="Generation limit for CoT settings."),
-    limit: Optional[int] = typer.Option(None, help="Only the first N queries of each task."),
-    tasks: Optional[str] = typer.Option(None, help="Comma list of tasks to run."),
+    limit: int | None = typer.Option(None, help="Only the first N queries of each task."),
+    tasks: str | None = typer.Option(None, help="Comma list of tasks to run."),
     batch_size: int = typer.Option(8, help="Prompts per generate call; options per scoring forward."),
     device: str = typer.Option("auto", help="auto, cpu, cuda, cuda:1, …"),
     dtype: str = typer.Option("auto", help="auto (bf16/fp16 on GPU, fp32 on CPU), float32, bfloat16, float16."),
-    revision: Optional[str] = typer.Option(None, help="Model revision (branch, tag or commit) to pin."),
+    revision: str | None = typer.Option(None, help="Model revision (branch, tag or commit) to pin."),
     trust_remote_code: bool = typer.Option(False, help="Allow the model repository's own code to run."),
-    adapter: Optional[str] = typer.Option(None, help="Model family adapter (default: picked by model id; see mmctx models)."),
-    quantization: Optional[str] = typer.Option(None, help="8bit or 4bit (bitsandbytes, CUDA), where the family allows."),
-    base_url: Optional[str] = typer.Option(None, help="openai: models: the server's base URL (else OPENAI_BASE_URL)."),
-    max_concurrency: Optional[int] = typer.Option(None, help="openai: models: requests in flight at once (16)."),
-    score_mode: Optional[str] = typer.Option(None, help="openai: models: none or vllm_prompt_logprobs (for ppl)."),
+    adapter: str | None = typer.Option(
+        None, help="Model family adapter (default: picked by model id; see mmctx models)."
+    ),
+    quantization: str | None = typer.Option(None, help="8bit or 4bit (bitsandbytes, CUDA), where the family allows."),
+    base_url: str | None = typer.Option(None, help="openai: models: the server's base URL (else OPENAI_BASE_URL)."),
+    max_concurrency: int | None = typer.Option(None, help="openai: models: requests in flight at once (16)."),
+    score_mode: str | None = typer.Option(None, help="openai: models: none or vllm_prompt_logprobs (for ppl)."),
     retry_errors: bool = typer.Option(False, help="Ask again for requests stored as errors."),
-    shard: Optional[str] = typer.Option(None, help="i/n: run only shard i of n (queries split by a hash of their id)."),
+    shard: str | None = typer.Option(None, help="i/n: run only shard i of n (queries split by a hash of their id)."),
     demo_orders: int = typer.Option(1, help="Evaluate each few-shot setting in N demo orders (order sensitivity)."),
-    ray: bool = typer.Option(False, "--ray", help="Run on Ray: one model replica per GPU, one run folder (mmctx[ray])."),
-    ray_address: Optional[str] = typer.Option(None, help="--ray: cluster to join (default: RAY_ADDRESS, else a local one)."),
-    ray_workers: Optional[int] = typer.Option(None, help="--ray: model replicas (default: one per GPU, 2 without GPUs)."),
+    ray: bool = typer.Option(
+        False, "--ray", help="Run on Ray: one model replica per GPU, one run folder (mmctx[ray])."
+    ),
+    ray_address: str | None = typer.Option(
+        None, help="--ray: cluster to join (default: RAY_ADDRESS, else a local one)."
+    ),
+    ray_workers: int | None = typer.Option(None, help="--ray: model replicas (default: one per GPU, 2 without GPUs)."),
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
     """Evaluate a model on a benchmark over a settings grid; resumable; scores and prints the tables."""
@@ -217,9 +226,9 @@ def score(run_dirs: list[Path] = typer.Argument(..., help="Run folder(s).")) -> 
 @app.command()
 def report(
     run_dirs: list[Path] = typer.Argument(..., help="Scored run folder(s), one per model."),
-    csv: Optional[Path] = typer.Option(None, help="Also write every metric as CSV here."),
-    markdown: Optional[Path] = typer.Option(None, help="Also write the Markdown tables here."),
-    out: Optional[Path] = typer.Option(
+    csv: Path | None = typer.Option(None, help="Also write every metric as CSV here."),
+    markdown: Path | None = typer.Option(None, help="Also write the Markdown tables here."),
+    out: Path | None = typer.Option(
         None, help="Write the full report into this folder: report.md, CSVs, paired comparisons, LaTeX, figures."
     ),
     latex: bool = typer.Option(True, help="With --out: also write table1/table4/table5.tex."),
@@ -270,7 +279,7 @@ def report(
         console.print(f"report: {len(paths)} files → {out} (start with {out / 'report.md'})")
 
 
-def _lam(value: Optional[str]):
+def _lam(value: str | None):
     if value is None or value == "paper":
         return None
     return value if value == "auto" else float(value)
@@ -287,7 +296,7 @@ _LAMBDA_HELP = "λ: 'paper' (the paper's per-task values), 'auto' (n / 2k, mean 
 def curate(
     pool: Path = typer.Argument(..., help="Pool folder (pool.jsonl|parquet + images) or a benchmark folder."),
     out: Path = typer.Option(..., help="Benchmark folder to write; intermediates go to OUT/curation."),
-    encoder: Optional[str] = typer.Option(None, help=_ENCODER_HELP),
+    encoder: str | None = typer.Option(None, help=_ENCODER_HELP),
     k: int = typer.Option(250, help="Queries selected per task and format."),
     lam: str = typer.Option("paper", "--lambda", help=_LAMBDA_HELP),
     convention: str = typer.Option("paper", help="Graph Cut form: paper (Σ over V\\X) or submodlib (λ+1 equivalent)."),
@@ -295,10 +304,10 @@ def curate(
     seed: int = typer.Option(0),
     retrieval: str = typer.Option("joint", help="joint (cosine of the joint embedding) or image-then-text."),
     duplicate_cosine: float = typer.Option(0.98, help="Candidates closer than this to a query are not its demos."),
-    rationales: Optional[str] = typer.Option(None, help="scene-graph (shapes-world) or a model spec for CoT rationales."),
+    rationales: str | None = typer.Option(None, help="scene-graph (shapes-world) or a model spec for CoT rationales."),
     projection: str = typer.Option("pca", help="Figure projection: pca, tsne or umap."),
     figures: bool = typer.Option(True, help="Write the similarity and projection figures."),
-    push_to_hub: Optional[str] = typer.Option(
+    push_to_hub: str | None = typer.Option(
         None, help="Also upload OUT/fewmmbench-layout to this HF dataset repo (token from HF_TOKEN or your login)."
     ),
 ) -> None:
@@ -351,7 +360,7 @@ def _print_groups(groups) -> None:
 def embed(
     pool: Path = typer.Argument(..., help="Pool folder or benchmark folder."),
     work: Path = typer.Option(..., "--out", help="Curation work folder (embeddings/ is written there)."),
-    encoder: Optional[str] = typer.Option(None, help=_ENCODER_HELP),
+    encoder: str | None = typer.Option(None, help=_ENCODER_HELP),
 ) -> None:
     """Step 1: joint CLIP embeddings per task and format (cached; re-runs embed only new samples)."""
     from mmctx.curate.embed import EncoderError
@@ -441,7 +450,9 @@ def sources_cmd() -> None:
 
     from mmctx.data.sources import sources
 
-    table = Table("name", "dataset", "license", "published at", "expected layout under SOURCES/<name>/", "subsets → task/format")
+    table = Table(
+        "name", "dataset", "license", "published at", "expected layout under SOURCES/<name>/", "subsets → task/format"
+    )
     for name, (info, _) in sources().items():
         subsets = "\n".join(f"{s} → {t}/{f}" for s, (t, f) in info.subsets.items())
         table.add_row(name, info.title, info.license, info.published, info.layout, subsets)
@@ -453,18 +464,18 @@ def build_fewmmbench(
     sources_dir: Path = typer.Option(..., "--sources", help="Folder with one sub-folder per downloaded dataset."),
     out: Path = typer.Option(..., help="Benchmark folder to write."),
     encoder: str = typer.Option(..., help=_ENCODER_HELP),
-    recipe: Optional[Path] = typer.Option(None, help="Recipe YAML (default: the shipped FewMMBench one)."),
+    recipe: Path | None = typer.Option(None, help="Recipe YAML (default: the shipped FewMMBench one)."),
     k: int = typer.Option(250, help="Queries per task and kind."),
     demos: int = typer.Option(8),
     seed: int = typer.Option(0),
-    rationales: Optional[str] = typer.Option(None, help="Model spec for CoT rationales (none without it)."),
+    rationales: str | None = typer.Option(None, help="Model spec for CoT rationales (none without it)."),
     duplicate_cosine: float = typer.Option(0.98, help="Candidates closer than this to a query are not its demos."),
     figures: bool = typer.Option(True),
 ) -> None:
     """Convert the sources, pool them by the recipe (the paper's Table 2) and curate each task."""
-    from rich.table import Table
-
     from collections import Counter
+
+    from rich.table import Table
 
     from mmctx.curate.cues import find_surface_cues
     from mmctx.curate.pipeline import LAYOUT_DIR, CurateOptions, CurationError, curate_samples
@@ -552,7 +563,7 @@ def build_fewmmbench(
 def view(
     run_dirs: list[Path] = typer.Argument(..., help="Run folder(s), one per model."),
     out: Path = typer.Option(..., help="Folder to write the site into (index.html, samples.html, …)."),
-    figures: Optional[Path] = typer.Option(None, help="Folder of figures (PNG/SVG) to show on the summary page."),
+    figures: Path | None = typer.Option(None, help="Folder of figures (PNG/SVG) to show on the summary page."),
 ) -> None:
     """Write a static HTML viewer of the runs' per-sample results; open OUT/index.html from disk."""
     from mmctx.report.viewer import ViewerError, build_site
@@ -567,8 +578,8 @@ def view(
 @app.command("models")
 def models_cmd(
     check: bool = typer.Option(False, "--check", help="Build every tiny family and run the conformance checks."),
-    family: Optional[list[str]] = typer.Option(None, help="With --check: only these families."),
-    out: Optional[Path] = typer.Option(None, help="With --check: also write the Markdown table here."),
+    family: list[str] | None = typer.Option(None, help="With --check: only these families."),
+    out: Path | None = typer.Option(None, help="With --check: also write the Markdown table here."),
 ) -> None:
     """The model family adapters of the HF backend, the ids they match and what they support."""
     from rich.table import Table
@@ -605,7 +616,7 @@ def _with_table(path: Path, table: str) -> str:
     return f"{head}{TABLE_BEGIN}\n{table}{TABLE_END}{rest.split(TABLE_END, 1)[1]}"
 
 
-def _check_families(families: Optional[list[str]], out: Optional[Path]) -> None:
+def _check_families(families: list[str] | None, out: Path | None) -> None:
     """Build each tiny family in a scratch folder and print (and write) the conformance table."""
     import tempfile
 
@@ -638,7 +649,7 @@ def _check_families(families: Optional[list[str]], out: Optional[Path]) -> None:
 
 @app.command("tiny-model")
 def tiny_model(
-    out: Optional[Path] = typer.Option(None, help="Folder for the checkpoint (required unless --list)."),
+    out: Path | None = typer.Option(None, help="Folder for the checkpoint (required unless --list)."),
     family: str = typer.Option("idefics3", help="Model family (`mmctx tiny-model --list` names them)."),
     list_families: bool = typer.Option(False, "--list", help="List the families and the releases they mirror."),
     seed: int = typer.Option(0),
@@ -663,9 +674,11 @@ def tiny_model(
 def train_reference(
     out: Path = typer.Option(..., help="Folder for shapes-clip/ and shapes-vlm/ (each a checkpoint + model card)."),
     seed: int = typer.Option(0, min=0, help="One seed for data, initialisation and batch draws."),
-    only: Optional[str] = typer.Option(None, help="clip or vlm: train just one of the two."),
+    only: str | None = typer.Option(None, help="clip or vlm: train just one of the two."),
     grid: bool = typer.Option(True, help="Also measure the full settings grid on the demo benchmark for the card."),
-    quick: bool = typer.Option(False, help="Check the pipeline in about two minutes (a few steps; meaningless scores)."),
+    quick: bool = typer.Option(
+        False, help="Check the pipeline in about two minutes (a few steps; meaningless scores)."
+    ),
 ) -> None:
     """Train the reference models (shapes-clip, shapes-vlm) from a seed on the CPU, score them, write cards."""
     from mmctx.reference.train import train_reference as run_training
@@ -723,25 +736,26 @@ def demo(
 def _demo_clbench(out: Path, model: str) -> None:
     """Every CLBench-V subset once through the pipeline, offline: toy items, repair on, the model as judge."""
     from mmctx.data.clbench.toy import write_toy_suite
+    from mmctx.jsonl import read_jsonl
     from mmctx.models import load_backend
     from mmctx.report.clbench_tables import table2_markdown, write_clbench_report
     from mmctx.run.context import ContextConfig, run_context
-    from mmctx.jsonl import read_jsonl
     from mmctx.score.levels import aggregate
 
     bench = write_toy_suite(out / "suite")
     backend = load_backend(model)
     config = ContextConfig(
-        suite=str(out / "suite"), suite_name=bench.name, suite_sha256=bench.fingerprint(), max_new_tokens=32,
+        suite=str(out / "suite"),
+        suite_name=bench.name,
+        suite_sha256=bench.fingerprint(),
+        max_new_tokens=32,
         repair=True,
     )
     stats = run_context(bench, backend, out / "run", config, judge=backend)
     scores = {backend.info.name: aggregate(read_jsonl(out / "run" / "results.jsonl"))}
     write_clbench_report(scores, out / "report")
     print(table2_markdown(scores))
-    console.print(
-        f"CLBench-V toy suite: {stats.planned} items, outcomes {stats.outcomes}; Tables 2–3 → {out}/report"
-    )
+    console.print(f"CLBench-V toy suite: {stats.planned} items, outcomes {stats.outcomes}; Tables 2–3 → {out}/report")
 
 
 def main() -> None:  # pragma: no cover

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -22,7 +21,7 @@ def _fail(message: str) -> None:
     raise typer.Exit(2)
 
 
-def _role_backend(spec: Optional[str], base_url: Optional[str] = None):
+def _role_backend(spec: str | None, base_url: str | None = None):
     """A judge or extractor backend, deterministic (temperature 0 where the API takes one)."""
     if not spec:
         return None
@@ -80,25 +79,23 @@ def run(
     suite_path: Path = typer.Argument(..., metavar="SUITE", help="Suite folder or .jsonl file."),
     model: str = typer.Option(DEFAULT_MODEL, help="Model spec (HF id/folder, builtin:…, openai:…, vllm:…)."),
     out: Path = typer.Option(..., help="Run folder (created, or resumed if it holds the same run)."),
-    judge: Optional[str] = typer.Option(
-        None, help="Judge model spec (pinned; temperature 0); needed by judged subsets."
-    ),
-    extractor: Optional[str] = typer.Option(None, help="Extractor model spec for free-form answers the rules miss."),
+    judge: str | None = typer.Option(None, help="Judge model spec (pinned; temperature 0); needed by judged subsets."),
+    extractor: str | None = typer.Option(None, help="Extractor model spec for free-form answers the rules miss."),
     repair: bool = typer.Option(False, "--repair", help="Ask once more, with the repair prompt, when unparsed."),
     max_new_tokens: int = typer.Option(1024, help="Generation limit."),
-    system_prompt: Optional[str] = typer.Option(None, help="System prompt (default: the paper's); '' for none."),
+    system_prompt: str | None = typer.Option(None, help="System prompt (default: the paper's); '' for none."),
     truncation: str = typer.Option("none", help="none (report context_overflow) | head | middle."),
-    budget: Optional[int] = typer.Option(None, help="With --truncation: context text budget in tokens."),
-    tokenizer: Optional[str] = typer.Option(None, help="With --truncation: tokenizer (path or id, or 'whitespace')."),
-    subset: Optional[list[str]] = typer.Option(None, help="Only these subsets (repeatable)."),
-    limit: Optional[int] = typer.Option(None, help="Only the first N items."),
+    budget: int | None = typer.Option(None, help="With --truncation: context text budget in tokens."),
+    tokenizer: str | None = typer.Option(None, help="With --truncation: tokenizer (path or id, or 'whitespace')."),
+    subset: list[str] | None = typer.Option(None, help="Only these subsets (repeatable)."),
+    limit: int | None = typer.Option(None, help="Only the first N items."),
     batch_size: int = typer.Option(8, help="Prompts per generate call."),
     device: str = typer.Option("auto", help="auto, cpu, cuda, …"),
     dtype: str = typer.Option("auto", help="auto, float32, bfloat16, float16."),
-    revision: Optional[str] = typer.Option(None, help="Model revision (branch, tag or commit) to pin."),
+    revision: str | None = typer.Option(None, help="Model revision (branch, tag or commit) to pin."),
     trust_remote_code: bool = typer.Option(False, help="Allow the model repository's own code to run."),
-    adapter: Optional[str] = typer.Option(None, help="Model family adapter (default: picked by model id)."),
-    base_url: Optional[str] = typer.Option(None, help="openai: models: the server's base URL."),
+    adapter: str | None = typer.Option(None, help="Model family adapter (default: picked by model id)."),
+    base_url: str | None = typer.Option(None, help="openai: models: the server's base URL."),
     retry_errors: bool = typer.Option(False, help="Ask again for responses stored as errors."),
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
@@ -180,7 +177,7 @@ def _model_name(run_dir: Path) -> str:
     return json.loads((Path(run_dir) / "manifest.json").read_text())["model"]["name"]
 
 
-def _suite_of(run_dir: Path, suite_path: Optional[Path]):
+def _suite_of(run_dir: Path, suite_path: Path | None):
     from mmctx.data.clbench.loader import load_clbench
 
     path = suite_path or Path(json.loads((Path(run_dir) / "manifest.json").read_text())["config"]["suite"])
@@ -190,9 +187,9 @@ def _suite_of(run_dir: Path, suite_path: Optional[Path]):
 @app.command()
 def score(
     run_dir: Path = typer.Argument(..., help="Run folder."),
-    suite_path: Optional[Path] = typer.Option(None, "--suite", help="Suite it ran on (default: the manifest's)."),
-    judge: Optional[str] = typer.Option(None, help="Judge model spec."),
-    extractor: Optional[str] = typer.Option(None, help="Extractor model spec."),
+    suite_path: Path | None = typer.Option(None, "--suite", help="Suite it ran on (default: the manifest's)."),
+    judge: str | None = typer.Option(None, help="Judge model spec."),
+    extractor: str | None = typer.Option(None, help="Extractor model spec."),
 ) -> None:
     """Re-score a run from its stored responses (no model needed; judge calls are cached)."""
     from mmctx.run.context import check_judges_for_run, probe_all, score_context_run
@@ -212,7 +209,7 @@ def score(
 @app.command()
 def report(
     run_dirs: list[Path] = typer.Argument(..., help="Scored run folders, one per model."),
-    out: Optional[Path] = typer.Option(None, help="Write Tables 2–3 (md, csv, tex) and the heatmap here."),
+    out: Path | None = typer.Option(None, help="Write Tables 2–3 (md, csv, tex) and the heatmap here."),
 ) -> None:
     """Print CLBench-V's Table 2 (levels) and Table 3 (datasets) for one or more runs."""
     from mmctx.report.clbench_tables import table2_markdown, table3_markdown, write_clbench_report
@@ -239,8 +236,8 @@ def judges(
     run_dir: Path = typer.Argument(..., help="Run folder whose predictions are re-judged."),
     judge: list[str] = typer.Option(..., help="Judge model spec (repeat for several)."),
     out: Path = typer.Option(..., help="Folder for per-judge results and the comparison."),
-    suite_path: Optional[Path] = typer.Option(None, "--suite", help="Suite it ran on (default: the manifest's)."),
-    extractor: Optional[str] = typer.Option(
+    suite_path: Path | None = typer.Option(None, "--suite", help="Suite it ran on (default: the manifest's)."),
+    extractor: str | None = typer.Option(
         None, help="The extractor the run used (free-form items are extracted as in the run)."
     ),
 ) -> None:
@@ -263,8 +260,8 @@ def complexity(
     tokenizer: str = typer.Option(
         "whitespace", help="Tokenizer for token length (path or id; the paper: Qwen3-VL-4B)."
     ),
-    exclude: Optional[list[str]] = typer.Option(None, help="Subsets left out (e.g. 'Financial Report ROE')."),
-    out: Optional[Path] = typer.Option(None, help="Write correlations JSON and scatter plots here."),
+    exclude: list[str] | None = typer.Option(None, help="Subsets left out (e.g. 'Financial Report ROE')."),
+    out: Path | None = typer.Option(None, help="Write correlations JSON and scatter plots here."),
 ) -> None:
     """Token length and image count vs score: Pearson and Spearman, per run."""
     from mmctx.analysis.clbench import complexity_report
@@ -278,9 +275,9 @@ def complexity(
 @app.command()
 def failures(
     run_dir: Path = typer.Argument(..., help="Scored run folder."),
-    tags: Optional[Path] = typer.Option(None, help="CSV of id,tag[,note] labelled by hand."),
-    template: Optional[Path] = typer.Option(None, help="Write a CSV of the failed items to label by hand."),
-    judge: Optional[str] = typer.Option(None, help="Let this model propose a tag for each failed item."),
+    tags: Path | None = typer.Option(None, help="CSV of id,tag[,note] labelled by hand."),
+    template: Path | None = typer.Option(None, help="Write a CSV of the failed items to label by hand."),
+    judge: str | None = typer.Option(None, help="Let this model propose a tag for each failed item."),
 ) -> None:
     """Failure taxonomy (six types): counts per level from hand tags or judge proposals."""
     from mmctx.analysis.clbench import failure_report
@@ -295,9 +292,9 @@ def failures(
 def paper(
     pdf: Path = typer.Argument(..., help="Paper PDF."),
     out: Path = typer.Option(..., help="Suite folder to add the item to."),
-    findings: Optional[Path] = typer.Option(None, help="Text file of reference findings, one per line."),
-    generator: Optional[str] = typer.Option(None, help="Model spec that writes reference findings from the Results."),
-    sample_id: Optional[str] = typer.Option(None, help="Item id (default: from the file name)."),
+    findings: Path | None = typer.Option(None, help="Text file of reference findings, one per line."),
+    generator: str | None = typer.Option(None, help="Model spec that writes reference findings from the Results."),
+    sample_id: str | None = typer.Option(None, help="Item id (default: from the file name)."),
 ) -> None:
     """Build a Paper Conclusion item from a PDF (evaluation version cut before Results)."""
     from mmctx.data.clbench.construct import build_paper_sample
@@ -321,7 +318,7 @@ def roe(
     revenue: float = typer.Option(...),
     total_assets: float = typer.Option(...),
     equity: float = typer.Option(..., help="Shareholders' equity."),
-    sample_id: Optional[str] = typer.Option(None, help="Item id (default: from the file name)."),
+    sample_id: str | None = typer.Option(None, help="Item id (default: from the file name)."),
 ) -> None:
     """Build a Financial Report ROE item (DuPont) from a PDF and the gold figures you supply."""
     from mmctx.data.clbench.construct import RoeGold, build_roe_sample

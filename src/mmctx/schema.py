@@ -447,6 +447,7 @@ def gold_problem(answer_type: str | None, gold: Any) -> str | None:
             return "route gold's metro must map line names to lists of station names"
         routes = gold.get("routes", {})
         segment_keys = ("route_name", "departure_stop", "arrival_stop")
+
         def is_segment(seg: Any) -> bool:
             return isinstance(seg, dict) and all(isinstance(seg.get(k), str) for k in segment_keys)
 
@@ -508,5 +509,7 @@ def validate_benchmark(bench: Benchmark, check_images: bool = True) -> list[Prob
             for key in keys:
                 if key in demo_ids and bench.demo(key).format != q.format:
                     demo_format = bench.demo(key).format
-                    problems.append(Problem("queries", q.id, field, f"demo {key!r} is {demo_format}, query is {q.format}"))
+                    problems.append(
+                        Problem("queries", q.id, field, f"demo {key!r} is {demo_format}, query is {q.format}")
+                    )
     return problems

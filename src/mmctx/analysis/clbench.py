@@ -12,8 +12,8 @@ import math
 import re
 from pathlib import Path
 
-from mmctx.models.base import Backend
 from mmctx.jsonl import read_jsonl
+from mmctx.models.base import Backend
 
 JUDGED_EVALUATORS = ("semantic", "mmlongbench", "rubric", "conclusions")
 _NOT_ANSWERED = ("invalid_sample", "error")

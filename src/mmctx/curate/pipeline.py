@@ -101,7 +101,9 @@ def _write_json(path: Path, data) -> None:
 # ---- step 1: embed --------------------------------------------------------------------------
 
 
-def embed_step(samples: list[Sample], root: Path, work: Path, encoder_spec: str | None, progress: bool = True) -> dict[str, Embeddings]:
+def embed_step(
+    samples: list[Sample], root: Path, work: Path, encoder_spec: str | None, progress: bool = True
+) -> dict[str, Embeddings]:
     """Joint embeddings per group, with ``encoder_spec`` or, when None, `encoder_for` the pool."""
     encoder = load_encoder(encoder_for(samples, encoder_spec))
     out = {}
@@ -122,7 +124,9 @@ def load_embeddings(work: Path) -> dict[str, Embeddings]:
 # ---- step 2: select -------------------------------------------------------------------------
 
 
-def select_step(embeddings: dict[str, Embeddings], work: Path, k: int, lam: float | str | None, convention: str) -> dict:
+def select_step(
+    embeddings: dict[str, Embeddings], work: Path, k: int, lam: float | str | None, convention: str
+) -> dict:
     selections = {}
     for name, emb in embeddings.items():
         task, fmt = name.split("__")
@@ -204,7 +208,9 @@ def retrieve_step(
         same = _same_images(queries, cands, root)
         # A demo must show the answer form its query asks for: a binary query gets binary demos.
         codes = {f: i for i, f in enumerate(KIND)}
-        other_format = np.array([codes[q.format] for q in queries])[:, None] != np.array([codes[c.format] for c in cands])
+        other_format = np.array([codes[q.format] for q in queries])[:, None] != np.array(
+            [codes[c.format] for c in cands]
+        )
         excluded = same | other_format
         try:
             if mode == "joint" or emb.image is None:
@@ -264,7 +270,9 @@ def build_benchmark(samples: list[Sample], root: Path, retrievals: dict, name: s
     queries, demo_ids = [], []
     for record in retrievals.values():
         for qid, keys in record["queries"].items():
-            queries.append(by_id[qid].model_copy(update={"demo_keys": {"similar": keys["similar"], "random": keys["random"]}}))
+            queries.append(
+                by_id[qid].model_copy(update={"demo_keys": {"similar": keys["similar"], "random": keys["random"]}})
+            )
             demo_ids += keys["similar"] + keys["random"]
     demos = [by_id[d].model_copy(update={"demo_keys": {}}) for d in dict.fromkeys(demo_ids)]
     # The samples come from the user's own source folders, where image sets are often links to a
@@ -329,7 +337,9 @@ def rationale_targets(bench: Benchmark) -> list[Sample]:
     return [bench.demo(k) for k in wanted]
 
 
-def rationales_step(bench: Benchmark, source: str, work: Path, seed: int = 0, max_attempts: int = 3, **backend_kw) -> dict:
+def rationales_step(
+    bench: Benchmark, source: str, work: Path, seed: int = 0, max_attempts: int = 3, **backend_kw
+) -> dict:
     """Fill the rationales of ``bench``'s CoT demos from ``source`` (``scene-graph`` or a model spec)."""
     from mmctx.curate.rationales import RationaleOutcome, apply_rationales, generate_rationales, summarize_outcomes
     from mmctx.prompts.presets import get_preset
@@ -341,7 +351,9 @@ def rationales_step(bench: Benchmark, source: str, work: Path, seed: int = 0, ma
         outcomes = []
         for s in targets:
             if "frames" not in s.meta:
-                raise CurationError(f"{s.id}: scene-graph rationales need a shapes-world sample (no scene graph in meta)")
+                raise CurationError(
+                    f"{s.id}: scene-graph rationales need a shapes-world sample (no scene graph in meta)"
+                )
             outcomes.append(RationaleOutcome(s.id, "kept", 1, scene_rationale(s)))
     else:
         from mmctx.models import load_backend
@@ -359,7 +371,9 @@ def rationales_step(bench: Benchmark, source: str, work: Path, seed: int = 0, ma
 # ---- figures --------------------------------------------------------------------------------
 
 
-def figures_step(embeddings: dict[str, Embeddings], selections: dict, retrievals: dict, out: Path, projection: str = "pca") -> list[Path]:
+def figures_step(
+    embeddings: dict[str, Embeddings], selections: dict, retrievals: dict, out: Path, projection: str = "pca"
+) -> list[Path]:
     from mmctx.analysis.projection import project
     from mmctx.report.figures import demo_similarity_boxplot, projection_scatter
 
@@ -416,9 +430,10 @@ def curate(pool: Path, out: Path, opts: CurateOptions, progress: bool = True) ->
     return curate_samples(samples, root, out, opts, progress)
 
 
-def curate_samples(samples: list[Sample], root: Path, out: Path, opts: CurateOptions, progress: bool = True) -> CurateOutcome:
+def curate_samples(
+    samples: list[Sample], root: Path, out: Path, opts: CurateOptions, progress: bool = True
+) -> CurateOutcome:
     from mmctx.data.disk import save_benchmark
-
     from mmctx.data.sources.build import drop_content_duplicates
 
     # A missing --encoder is the first thing to say; the encoder used is what the summary records.
@@ -433,7 +448,9 @@ def curate_samples(samples: list[Sample], root: Path, out: Path, opts: CurateOpt
         samples, root, embeddings, selections, work, opts.demos, opts.seed, opts.retrieval, opts.duplicate_cosine
     )
     bench = build_benchmark(samples, root, retrievals, name=Path(out).name)
-    rationales = rationales_step(bench, opts.rationales, work, opts.seed, opts.rationale_attempts) if opts.rationales else None
+    rationales = (
+        rationales_step(bench, opts.rationales, work, opts.seed, opts.rationale_attempts) if opts.rationales else None
+    )
     bench.check()
     save_benchmark(bench, out)
     left_out: dict[str, str] = {}
@@ -442,7 +459,9 @@ def curate_samples(samples: list[Sample], root: Path, out: Path, opts: CurateOpt
 
         left_out = layout_left_out(bench)
         save_fewmmbench_layout(bench, Path(out) / LAYOUT_DIR, skip_unsupported=True)
-    figures = figures_step(embeddings, selections, retrievals, work / "figures", opts.projection) if opts.figures else []
+    figures = (
+        figures_step(embeddings, selections, retrievals, work / "figures", opts.projection) if opts.figures else []
+    )
     groups = summarize(selections, retrievals)
     extra = {"options": asdict(opts), "rationales": rationales, "duplicates": duplicates, "layout_left_out": left_out}
     write_summary(work, groups, extra)

@@ -91,7 +91,9 @@ def generate_rationales(
                     attempts=attempt,
                     injected=attempt > 1,
                 )
-            outcomes[sample.id] = RationaleOutcome(sample.id, status, attempt, rationale, response.error or response.text)
+            outcomes[sample.id] = RationaleOutcome(
+                sample.id, status, attempt, rationale, response.error or response.text
+            )
             if status != "kept":
                 still.append(sample)
         pending = still

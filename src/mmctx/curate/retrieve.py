@@ -48,7 +48,11 @@ def top_k(scores: np.ndarray, k: int, banned: np.ndarray | None = None) -> tuple
     if banned is not None:
         scores[banned] = -np.inf
     k = min(k, scores.shape[1])
-    part = np.argpartition(-scores, k - 1, axis=1)[:, :k] if k < scores.shape[1] else np.tile(np.arange(k), (len(scores), 1))
+    part = (
+        np.argpartition(-scores, k - 1, axis=1)[:, :k]
+        if k < scores.shape[1]
+        else np.tile(np.arange(k), (len(scores), 1))
+    )
     # argpartition may cut inside a run of ties; widen to every column tied with the k-th score.
     kth = np.take_along_axis(scores, part, axis=1).min(axis=1, keepdims=True)
     order_rows, order_scores = [], []

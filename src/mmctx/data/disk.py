@@ -47,7 +47,10 @@ def write_samples(samples: list[Sample], path: Path) -> None:
             for col in _JSON_COLUMNS:
                 row[col] = json.dumps(row[col], ensure_ascii=False)
         schema = pa.schema(
-            [(name, pa.list_(pa.string())) if name in ("images", "choices") else (name, pa.string()) for name in Sample.model_fields]
+            [
+                (name, pa.list_(pa.string())) if name in ("images", "choices") else (name, pa.string())
+                for name in Sample.model_fields
+            ]
         )
         pq.write_table(pa.Table.from_pylist(rows, schema=schema), tmp)
     else:
@@ -133,7 +136,12 @@ def save_benchmark(bench: Benchmark, out: Path, table_format: TableFormat = "jso
             shutil.copyfile(bench.image_path(rel), dest)
     write_samples(bench.queries, out / f"queries.{table_format}")
     write_samples(bench.demos, out / f"demos.{table_format}")
-    header = {"name": bench.name, "description": bench.description, "tables": table_format, "layout_version": LAYOUT_VERSION}
+    header = {
+        "name": bench.name,
+        "description": bench.description,
+        "tables": table_format,
+        "layout_version": LAYOUT_VERSION,
+    }
     (out / "benchmark.json").write_text(json.dumps(header, indent=2) + "\n")
     return out
 
@@ -170,7 +178,7 @@ def read_header(path: Path) -> dict[str, Any]:
         if field in header and not isinstance(header[field], str):
             raise TableError(f"{path}: field {field!r} must be text, not {type(header[field]).__name__}")
     if "tables" in header and header["tables"] not in ("jsonl", "parquet"):
-        raise TableError(f"{path}: field 'tables' must be \"jsonl\" or \"parquet\", not {header['tables']!r}")
+        raise TableError(f'{path}: field \'tables\' must be "jsonl" or "parquet", not {header["tables"]!r}')
     version = header.get("layout_version", LAYOUT_VERSION)
     if not isinstance(version, int) or isinstance(version, bool) or version > LAYOUT_VERSION:
         raise TableError(

@@ -28,15 +28,15 @@ from pathlib import Path
 import torch
 from PIL import Image
 
+from mmctx.models.adapters import Adapter, adapter_for
 from mmctx.models.base import (
     Capabilities,
-    Generation,
     GenerateRequest,
+    Generation,
     ModelInfo,
     OptionScores,
     ScoreRequest,
 )
-from mmctx.models.adapters import Adapter, adapter_for
 from mmctx.models.revision import folder_digest
 from mmctx.models.spans import (
     ModelError,
@@ -50,7 +50,6 @@ from mmctx.models.spans import (
     text_ids,
 )
 from mmctx.prompts.messages import Prompt
-
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +145,9 @@ def _quantization_kwargs(quantization: str | None, adapter: Adapter) -> dict:
     if quantization is None:
         return {}
     if quantization not in adapter.quantization:
-        raise ModelError(f"{adapter.family} models cannot be loaded in {quantization!r}; supported: {adapter.quantization}")
+        raise ModelError(
+            f"{adapter.family} models cannot be loaded in {quantization!r}; supported: {adapter.quantization}"
+        )
     try:
         import bitsandbytes  # noqa: F401
         from transformers import BitsAndBytesConfig
@@ -222,7 +223,11 @@ class HFBackend:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         local = Path(model)
         # The commit actually loaded beats the name asked for ("main" moves).
-        resolved = "local-" + folder_digest(local)[:16] if local.is_dir() else getattr(self.model.config, "_commit_hash", None) or revision
+        resolved = (
+            "local-" + folder_digest(local)[:16]
+            if local.is_dir()
+            else getattr(self.model.config, "_commit_hash", None) or revision
+        )
         self.info = ModelInfo(
             name=str(model),
             revision=resolved or "unknown",
@@ -356,7 +361,9 @@ class HFBackend:
             text = self.tokenizer.decode(tokens, skip_special_tokens=True)
             stopped_by_string = bool(batch[0].stop) and any(text.rstrip().endswith(s) for s in batch[0].stop)
             truncated = ended is None and len(tokens) >= limit and not stopped_by_string
-            results.append(Generation(text=text, prompt_tokens=n_prompt, output_tokens=len(tokens), truncated=truncated))
+            results.append(
+                Generation(text=text, prompt_tokens=n_prompt, output_tokens=len(tokens), truncated=truncated)
+            )
         return results
 
     # ---- score -----------------------------------------------------------------------
@@ -392,7 +399,10 @@ class HFBackend:
         per option through the processor (`_choose_path`).
         """
         text_ids = self._text_ids(prompt_text)
-        image_ids = {getattr(self.processor, "image_token_id", None), getattr(self.model.config, "image_token_id", None)}
+        image_ids = {
+            getattr(self.processor, "image_token_id", None),
+            getattr(self.model.config, "image_token_id", None),
+        }
         last_image = max((i for i, t in enumerate(text_ids) if t in image_ids), default=-1)
         tail = text_ids[last_image + 1 :]
         needed = min(len(tail), drop + 1)
@@ -540,8 +550,10 @@ class HFBackend:
         local = torch.tensor([p for s in suffixes for p in range(len(s))])
         own_past = (owner[:, None] == owner[None, :]) & (local[:, None] >= local[None, :])
         allowed = torch.cat([torch.ones(len(ids), context_len, dtype=torch.bool), own_past], dim=1)[None, None]
-        mask = allowed if self._attn_impl == "sdpa" else torch.zeros(allowed.shape, dtype=self.dtype).masked_fill(
-            ~allowed, torch.finfo(self.dtype).min
+        mask = (
+            allowed
+            if self._attn_impl == "sdpa"
+            else torch.zeros(allowed.shape, dtype=self.dtype).masked_fill(~allowed, torch.finfo(self.dtype).min)
         )
         out = self.model(
             input_ids=torch.tensor([ids], device=self.device),
@@ -567,7 +579,9 @@ class HFBackend:
         n, width = len(suffixes), max(len(s) for s in suffixes)
         pad = self.tokenizer.pad_token_id
         ids = torch.tensor([s + [pad] * (width - len(s)) for s in suffixes], device=self.device)
-        mask = torch.tensor([[1] * (context_len + len(s)) + [0] * (width - len(s)) for s in suffixes], device=self.device)
+        mask = torch.tensor(
+            [[1] * (context_len + len(s)) + [0] * (width - len(s)) for s in suffixes], device=self.device
+        )
         positions = (torch.arange(width) + first_position)[None].expand(n, width).to(self.device)
         batch_cache = copy.deepcopy(cache)
         if n > 1:

@@ -187,7 +187,9 @@ def _parse_body(text: str) -> dict:
     try:
         data = json.loads(text)
     except ValueError as exc:
-        raise ResponseError("bad_response", f"body is not JSON ({exc.__class__.__name__}: {exc})", retryable=True)
+        raise ResponseError(
+            "bad_response", f"body is not JSON ({exc.__class__.__name__}: {exc})", retryable=True
+        ) from exc
     if not isinstance(data, dict):
         raise ResponseError("bad_response", f"body is a JSON {type(data).__name__}, not an object", retryable=True)
     return data

@@ -18,7 +18,8 @@ score the same tokens.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from mmctx.prompts.messages import ImagePart, Prompt, TextPart
 
@@ -54,7 +55,9 @@ def continuations(
             turn_start = prompt_text.rfind("\n", 0, len(prompt_text) - 1) + 1  # the generation prompt's own line
             rendered = option if option in full[shared:] else option.strip()
             if shared < turn_start or not rendered or rendered not in full[shared:]:
-                raise ModelError(f"{model}: chat template's generation prompt is not a prefix of the answered conversation")
+                raise ModelError(
+                    f"{model}: chat template's generation prompt is not a prefix of the answered conversation"
+                )
             out.append(("", rendered))
             continue
         rest = full[len(prompt_text) :]

@@ -71,10 +71,11 @@ string for a stop string, the id for a stop token) and ``num_cached_tokens``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from mmctx.models.adapters import Adapter, adapter_for
 from mmctx.models.base import (

@@ -88,7 +88,9 @@ def item_text(sample: Sample, options: ShownOptions, preset: Preset, style: Answ
     if template is None:
         raise PromptError(f"sample {sample.id!r}: preset {preset.name!r} has no template for format {sample.format!r}")
     listed = "\n".join(f"{label}. {text}" for label, text in zip(options.labels, options.texts))
-    body = template.item.format(question=sample.question, statement=sample.statement, context=sample.context, options=listed)
+    body = template.item.format(
+        question=sample.question, statement=sample.statement, context=sample.context, options=listed
+    )
     if sample.context:
         body = f"{sample.context}\n{body}"
     return f"{body}\n{template.instructions[style]}"

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal, Union
+from typing import Literal
 
 Role = Literal["system", "user", "assistant"]
 
@@ -30,12 +30,12 @@ class ImagePart:
     sha256: str
 
     @classmethod
-    def from_path(cls, path: str | Path) -> "ImagePart":
+    def from_path(cls, path: str | Path) -> ImagePart:
         resolved = str(Path(path).resolve())
         return cls(path=resolved, sha256=file_sha256(resolved))
 
 
-Part = Union[TextPart, ImagePart]
+Part = TextPart | ImagePart
 
 
 @dataclass(frozen=True)

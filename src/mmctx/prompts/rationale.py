@@ -18,7 +18,9 @@ from mmctx.schema import Sample
 NO_LETTERS = "In your reasoning, refer to options by their text, never by their letter."
 
 
-def rationale_prompt(sample: Sample, preset: Preset, seed: int, root: Path, inject: bool) -> tuple[Prompt, ShownOptions]:
+def rationale_prompt(
+    sample: Sample, preset: Preset, seed: int, root: Path, inject: bool
+) -> tuple[Prompt, ShownOptions]:
     shown = shown_options(sample, preset, seed)
     text = item_text(sample, shown, preset, "cot")
     if inject:

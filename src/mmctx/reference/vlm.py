@@ -67,10 +67,11 @@ import os
 import random
 import tempfile
 import time
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterator, Sequence, TypeVar
+from typing import TypeVar
 
 from mmctx.prompts.presets import AnswerStyle
 from mmctx.schema import Benchmark, Sample

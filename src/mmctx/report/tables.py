@@ -30,7 +30,10 @@ TASK_HEADERS = {
     "temporal": "Temporal",
     "coreference": "Coreference",
 }
-SCORER_TITLES = {"generate": "Accuracy (generation, Table 4 layout)", "ppl": "Perplexity-ranked accuracy (Table 5 layout)"}
+SCORER_TITLES = {
+    "generate": "Accuracy (generation, Table 4 layout)",
+    "ppl": "Perplexity-ranked accuracy (Table 5 layout)",
+}
 
 
 def _short(setting: Setting) -> str:
@@ -71,8 +74,7 @@ def _block(shots: int, settings: list[Setting], cells, runs, scorer: str) -> str
     columns = [(t, s) for t in tasks + [AVERAGE] for s in settings]
     title = "Zero-shot" if shots == 0 else f"{shots}-shot"
     head = ["Model"] + [
-        md(f"{TASK_HEADERS.get(t, t)} {_short(s)}" if len(settings) > 1 else TASK_HEADERS.get(t, t))
-        for t, s in columns
+        md(f"{TASK_HEADERS.get(t, t)} {_short(s)}" if len(settings) > 1 else TASK_HEADERS.get(t, t)) for t, s in columns
     ]
     lines = [f"### {title}\n", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     index = {(m, c.task, c.setting): c for m, c in cells}

@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import mmctx
-from mmctx.jsonl import read_jsonl
 from mmctx.data.clbench.suite import subset_or_none, table_level
+from mmctx.jsonl import read_jsonl
 from mmctx.models.base import Backend, GenerateRequest, Generation, ModelInfo
 from mmctx.prompts.context import (
     DEFAULT_SYSTEM,
@@ -473,7 +473,7 @@ def _judge(staged: list[_Staged], runner) -> None:
             continue
         judge = st.evaluator.judge
         if judge is None or runner is None:
-            st.verdict = _guarded_verdict(lambda: st.evaluator.score(st.sample, st.answer), st.sample)
+            st.verdict = _guarded_verdict(lambda st=st: st.evaluator.score(st.sample, st.answer), st.sample)
         else:
             by_judge.setdefault(judge.name, []).append(st)
     for group in by_judge.values():

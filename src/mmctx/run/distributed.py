@@ -32,10 +32,11 @@ import json
 import os
 import tempfile
 from collections import deque
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from mmctx.models import BUILTIN_PREFIX, cache_root, load_backend, resolve_builtin
 from mmctx.models.base import Backend, Capabilities, ModelInfo
@@ -266,7 +267,7 @@ class ReplicaPool:
     @classmethod
     def start(
         cls, spec: str, backend_kwargs: dict[str, Any], *, workers: int | None = None, address: str | None = None
-    ) -> "ReplicaPool":
+    ) -> ReplicaPool:
         """Join (or start) Ray, start the replicas and wait until each has loaded the model."""
         if str(backend_kwargs.get("device", "auto")).startswith("cuda:"):
             raise RunError("with --ray every worker gets its own GPU; use --device auto or cuda, not a GPU index")
@@ -313,7 +314,7 @@ class ReplicaPool:
         if self._owns_ray:
             ray.shutdown()
 
-    def __enter__(self) -> "ReplicaPool":
+    def __enter__(self) -> ReplicaPool:
         return self
 
     def __exit__(self, *exc: object) -> None:

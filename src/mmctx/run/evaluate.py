@@ -8,9 +8,9 @@ before the first request; each response is committed as it arrives; scoring read
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from mmctx.data.disk import load_benchmark
 from mmctx.models import load_backend, sized_by_plan

@@ -151,7 +151,7 @@ class Shard:
     count: int
 
     @classmethod
-    def parse(cls, spec: str) -> "Shard":
+    def parse(cls, spec: str) -> Shard:
         try:
             i, n = (int(x) for x in spec.split("/"))
         except ValueError:
@@ -181,4 +181,3 @@ def _first_per_task(queries, limit: int):
             kept.append(q)
             seen[q.task] = seen.get(q.task, 0) + 1
     return kept
-

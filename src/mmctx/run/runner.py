@@ -314,7 +314,12 @@ def _run_chunk(chunk: list[PlannedRequest], backend: Backend, key_of: dict[str, 
         requests = [GenerateRequest(r.prompt.messages, limit) for r in group]
         outs = _guarded(backend.generate, requests, lambda exc: Generation(error=_failure(exc)))
         for r, g in zip(group, outs):
-            payload = {"text": g.text, "prompt_tokens": g.prompt_tokens, "output_tokens": g.output_tokens, "truncated": g.truncated}
+            payload = {
+                "text": g.text,
+                "prompt_tokens": g.prompt_tokens,
+                "output_tokens": g.output_tokens,
+                "truncated": g.truncated,
+            }
             rows.append((key_of[r.id], r.id, "generate", payload, g.error))
     ranked = [r for r in chunk if r.scorer == "ppl"]
     # One call for the chunk: a remote backend scores its queries concurrently.

@@ -32,7 +32,7 @@ class Setting:
         return f"{self.shots}-{self.demos}" + ("-cot" if self.cot else "") + (f"#o{self.order}" if self.order else "")
 
     @property
-    def base(self) -> "Setting":
+    def base(self) -> Setting:
         """The same setting with demos in stored order."""
         return Setting(self.shots, self.demos, self.cot)
 
@@ -45,7 +45,7 @@ class Setting:
         return not (self.cot and scorer == "ppl")
 
     @classmethod
-    def parse(cls, name: str) -> "Setting":
+    def parse(cls, name: str) -> Setting:
         m = re.fullmatch(r"(\d+)-(shot|random|similar)(-cot)?(?:#o(\d+))?", name.strip())
         if not m or (m.group(2) == "shot") != (m.group(1) == "0") or (m.group(4) and m.group(1) == "0"):
             raise ValueError(
@@ -57,7 +57,8 @@ class Setting:
 
 
 PAPER_GRID: tuple[Setting, ...] = tuple(
-    Setting.parse(n) for n in ("0-shot", "4-random", "4-similar", "4-similar-cot", "8-random", "8-similar", "8-similar-cot")
+    Setting.parse(n)
+    for n in ("0-shot", "4-random", "4-similar", "4-similar-cot", "8-random", "8-similar", "8-similar-cot")
 )
 
 

@@ -19,8 +19,9 @@ import json
 import logging
 import sqlite3
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +70,8 @@ def redact_secrets(value: Any, secrets: tuple[str, ...]) -> Any:
 
 class ResponseStore:
     """Args:
-        path: the SQLite file (created if absent).
-        secrets: credentials to take out of every response written (see `backend_secrets`).
+    path: the SQLite file (created if absent).
+    secrets: credentials to take out of every response written (see `backend_secrets`).
     """
 
     def __init__(self, path: Path, secrets: Iterable[str] = ()):
@@ -87,7 +88,7 @@ class ResponseStore:
     def close(self) -> None:
         self._db.close()
 
-    def __enter__(self) -> "ResponseStore":
+    def __enter__(self) -> ResponseStore:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -132,7 +133,7 @@ class ResponseStore:
             out[request_id] = {**json.loads(payload), "error": error}
         return out
 
-    def copy_from(self, other: "ResponseStore") -> int:
+    def copy_from(self, other: ResponseStore) -> int:
         """Every row of ``other`` not already here, as stored (a merge of shards); returns rows added."""
         before = len(self)
         rows = other._db.execute("SELECT key, request_id, kind, payload, error, created FROM responses").fetchall()

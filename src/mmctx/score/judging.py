@@ -102,8 +102,12 @@ class JudgeRunner:
         self.store = store
         self.attempts = attempts
         info = backend.info
-        self._identity = {"name": info.name, "revision": info.revision, "backend": info.backend,
-                          "settings": info.settings}
+        self._identity = {
+            "name": info.name,
+            "revision": info.revision,
+            "backend": info.backend,
+            "settings": info.settings,
+        }
 
     # ---- public -------------------------------------------------------------------------------
 
@@ -129,8 +133,13 @@ class JudgeRunner:
     def extract(self, items: list[tuple[str, str, bool]]) -> list[Extraction]:
         """An `Extraction` per ``(question, response, typed)``; one that never parses has rule ``extractor_error``."""
         calls = [
-            _Call(i, f"extract-{i}", EXTRACTOR_TYPED if typed else EXTRACTOR,
-                  extraction_prompt(question, response, typed), EXTRACT_MAX_NEW_TOKENS)
+            _Call(
+                i,
+                f"extract-{i}",
+                EXTRACTOR_TYPED if typed else EXTRACTOR,
+                extraction_prompt(question, response, typed),
+                EXTRACT_MAX_NEW_TOKENS,
+            )
             for i, (question, response, typed) in enumerate(items)
         ]
 
@@ -181,15 +190,26 @@ class JudgeRunner:
             if g.error is not None:
                 call.cause = g.error
                 continue
-            payload = {"text": g.text, "judge": call.name, "attempt": call.attempt, "truncated": g.truncated,
-                       "prompt_tokens": g.prompt_tokens, "output_tokens": g.output_tokens,
-                       "model": asdict(self.backend.info)}
+            payload = {
+                "text": g.text,
+                "judge": call.name,
+                "attempt": call.attempt,
+                "truncated": g.truncated,
+                "prompt_tokens": g.prompt_tokens,
+                "output_tokens": g.output_tokens,
+                "model": asdict(self.backend.info),
+            }
             cache[call.key] = payload
             rows.append((call.key, call.request_id, KIND, payload, None))
         self.store.put_many(rows)
 
-    def _settle(self, call: _Call, cache: dict[str, dict[str, Any]], read: Callable[[_Call, str], T],
-                results: dict[int, T | _Failed]) -> bool:
+    def _settle(
+        self,
+        call: _Call,
+        cache: dict[str, dict[str, Any]],
+        read: Callable[[_Call, str], T],
+        results: dict[int, T | _Failed],
+    ) -> bool:
         """Read this attempt's reply; True when the call is done (read, or out of attempts)."""
         stored = cache.get(call.key)
         if _usable(stored):
@@ -217,5 +237,13 @@ def _usable(stored: dict[str, Any] | None) -> bool:
 def _judge_error(judge: Judge, items: list[tuple[Sample, str]], failed: _Failed) -> Verdict:
     call = failed.call
     _, answer = items[call.index]
-    return Verdict.failed("judge_error", failed.reason, answer, judge=judge.name, attempts=call.attempt - 1,
-                          replies=list(call.replies), cause=call.cause, problems=list(call.problems))
+    return Verdict.failed(
+        "judge_error",
+        failed.reason,
+        answer,
+        judge=judge.name,
+        attempts=call.attempt - 1,
+        replies=list(call.replies),
+        cause=call.cause,
+        problems=list(call.problems),
+    )

@@ -30,7 +30,6 @@ from mmctx.score import metrics
 from mmctx.score.extract import extract_choice
 
 
-
 @dataclass(frozen=True)
 class SampleResult:
     request_id: str

@@ -139,9 +139,10 @@ def toy_samples(root: Path) -> list[Sample]:
         "(excluding the departure and arrival stops).",
     )
     samples: list[Sample] = []
-    for i, (subset, question, variant) in enumerate(
-        [("ReasonMap-Short", q_short, "short"), ("ReasonMap-Long", q_long, "long_num_via")]
-    ):
+    for subset, question, variant in [
+        ("ReasonMap-Short", q_short, "short"),
+        ("ReasonMap-Long", q_long, "long_num_via"),
+    ]:
         gold = {
             "station_1": "Harbor Station",
             "station_2": "Park Station",

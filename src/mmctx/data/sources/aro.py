@@ -17,8 +17,8 @@ from typing import Any
 
 from PIL import Image
 
-from mmctx.data.sources.reader import Reader
 from mmctx.data.sources.base import Conversion, SourceContext, SourceInfo, write_derived
+from mmctx.data.sources.reader import Reader
 from mmctx.schema import Sample
 
 INFO = SourceInfo(

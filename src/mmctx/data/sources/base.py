@@ -15,9 +15,9 @@ from __future__ import annotations
 import hashlib
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from mmctx.schema import Sample
 
@@ -56,7 +56,7 @@ class Conversion:
     skipped: Counter = field(default_factory=Counter)  # rule -> count
     errors: list[SourceError] = field(default_factory=list)
 
-    def extend(self, other: "Conversion") -> None:
+    def extend(self, other: Conversion) -> None:
         self.samples.extend(other.samples)
         self.skipped.update(other.skipped)
         self.errors.extend(other.errors)

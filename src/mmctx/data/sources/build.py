@@ -44,7 +44,11 @@ class Recipe:
 
 def load_recipe(path: Path | None = None) -> Recipe:
     """The recipe at ``path``, or the shipped FewMMBench one; every entry is checked against the registry."""
-    text = Path(path).read_text() if path else resources.files("mmctx.data.sources").joinpath("fewmmbench.yaml").read_text()
+    text = (
+        Path(path).read_text()
+        if path
+        else resources.files("mmctx.data.sources").joinpath("fewmmbench.yaml").read_text()
+    )
     data = yaml.safe_load(text)
     groups, problems = [], []
     for i, g in enumerate(data.get("groups", [])):
@@ -88,9 +92,7 @@ def convert_sources(root: Path, names: list[str]) -> tuple[dict[str, Conversion]
         _, convert = source(name)
         conv = convert(ctx)
         conversions[name] = conv
-        reports.append(
-            SourceReport(name, True, len(conv.samples), dict(conv.skipped), [str(e) for e in conv.errors])
-        )
+        reports.append(SourceReport(name, True, len(conv.samples), dict(conv.skipped), [str(e) for e in conv.errors]))
     return conversions, reports
 
 

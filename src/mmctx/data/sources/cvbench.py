@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from mmctx.data.sources.reader import Reader
 from mmctx.data.sources.base import Conversion, SourceContext, SourceInfo, write_derived
+from mmctx.data.sources.reader import Reader
 from mmctx.schema import Sample
 
 INFO = SourceInfo(

@@ -20,8 +20,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mmctx.data.sources.reader import Reader
 from mmctx.data.sources.base import Conversion, SourceContext, SourceInfo
+from mmctx.data.sources.reader import Reader
 from mmctx.schema import Sample
 
 FILES = {"coco_mci": "GVTBench/coco_mci.json", "vcr_mci": "GVTBench/vcr_mci.json"}

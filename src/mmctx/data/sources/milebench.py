@@ -26,15 +26,25 @@ from typing import Any
 
 from PIL import Image
 
-from mmctx.data.sources.reader import DROPPED, Reader
 from mmctx.data.sources.base import Conversion, SourceContext, SourceInfo, write_derived
+from mmctx.data.sources.reader import DROPPED, Reader
 from mmctx.schema import Sample
 
 # MileBench's "Temporal" category (its paper; the notes list them): MVBench videos as frame sequences.
 TEMPORAL = (
-    "ActionLocalization", "ActionPrediction", "ActionSequence", "CharacterOrder", "CounterfactualInference",
-    "EgocentricNavigation", "MovingAttribute", "MovingDirection", "ObjectExistence", "ObjectInteraction",
-    "ObjectShuffle", "SceneTransition", "StateChange",
+    "ActionLocalization",
+    "ActionPrediction",
+    "ActionSequence",
+    "CharacterOrder",
+    "CounterfactualInference",
+    "EgocentricNavigation",
+    "MovingAttribute",
+    "MovingDirection",
+    "ObjectExistence",
+    "ObjectInteraction",
+    "ObjectShuffle",
+    "SceneTransition",
+    "StateChange",
 )
 
 INFO = SourceInfo(
@@ -75,8 +85,14 @@ def convert(ctx: SourceContext, forms: Sequence[str] = DEFAULT_FORMS, frame_heig
 
 
 def _samples(
-    reader: Reader, task: str, path: Path, index: int, record: Any, meta_data: dict[str, Any],
-    forms: Sequence[str], frame_height: int,
+    reader: Reader,
+    task: str,
+    path: Path,
+    index: int,
+    record: Any,
+    meta_data: dict[str, Any],
+    forms: Sequence[str],
+    frame_height: int,
 ) -> list[Sample]:
     if record is DROPPED:  # its bad bytes are already reported
         return []
@@ -95,8 +111,10 @@ def _samples(
     if not isinstance(refs, list) or not refs:
         reader.error(path, where, "task_instance.images_path", f"expected a non-empty list of file names, got {refs!r}")
         return []
-    found = [reader.image(ref, path, where, f"task_instance.images_path[{i}]", under=f"{task}/images")
-             for i, ref in enumerate(refs)]
+    found = [
+        reader.image(ref, path, where, f"task_instance.images_path[{i}]", under=f"{task}/images")
+        for i, ref in enumerate(refs)
+    ]
     instruction = _instruction(reader, path, where, record.get("task_instruction_id"), meta_data)
     frames = [f for f in found if f is not None]
     if context is None or choices is None or instruction is None or len(frames) < len(found):
@@ -110,8 +128,14 @@ def _samples(
         reader.error(path, where, "response", f"{record.get('response')!r} is not in choice_list {choices!r}")
         return []
     frame_paths = [reader.rel(f) for f in frames]
-    base = {"source_file": reader.file(path), "key": key, "task_name": task, "task_instruction": instruction,
-            "image_quantity_level": record.get("image_quantity_level"), "frames": frame_paths}
+    base = {
+        "source_file": reader.file(path),
+        "key": key,
+        "task_name": task,
+        "task_instruction": instruction,
+        "image_quantity_level": record.get("image_quantity_level"),
+        "frames": frame_paths,
+    }
     samples: list[Sample] = []
     for form in forms:
         sample_id = f"{INFO.name}/{form}/{task}/{key}"
@@ -127,11 +151,20 @@ def _samples(
             lead = f"The image shows {n} frames side by side, in order from left to right (image 1 to image {n})."
         else:
             images, lead = list(frame_paths), ""
-        samples.append(Sample(
-            id=sample_id, task="temporal", source=INFO.title, format="mcqa", images=images,
-            question=_readable(context), context="\n".join(t for t in (instruction, lead) if t),
-            choices=choices, answer=answer, meta={**base, "subset": form},
-        ))
+        samples.append(
+            Sample(
+                id=sample_id,
+                task="temporal",
+                source=INFO.title,
+                format="mcqa",
+                images=images,
+                question=_readable(context),
+                context="\n".join(t for t in (instruction, lead) if t),
+                choices=choices,
+                answer=answer,
+                meta={**base, "subset": form},
+            )
+        )
     return samples
 
 
@@ -148,12 +181,14 @@ def _instruction(reader: Reader, path: Path, where: str, index: Any, meta_data: 
 
 def _readable(context: str) -> str:
     """``{image#k}`` placeholders as "image k"; a run of them as "image 1, image 2, ..."."""
+
     def marks(match: re.Match[str]) -> str:
         text = ", ".join(f"{kind} {k}" for kind, k in PLACEHOLDER.findall(match.group(0)))
         # a space only where the marker would otherwise run into a word ("and{image#2}" -> "and image 2")
         before = " " if match.start() > 0 and context[match.start() - 1].isalnum() else ""
         after = " " if match.end() < len(context) and context[match.end()].isalnum() else ""
         return f"{before}{text}{after}"
+
     return RUN.sub(marks, context).strip()
 
 
@@ -164,9 +199,12 @@ def _composite(frames: Sequence[Path], frame_height: int) -> bytes:
         with Image.open(frame) as im:
             images.append(im.convert("RGB"))
     height = min(frame_height, *(im.height for im in images))
-    images = [im if im.height == height else
-              im.resize((max(1, round(im.width * height / im.height)), height), Image.Resampling.LANCZOS)
-              for im in images]
+    images = [
+        im
+        if im.height == height
+        else im.resize((max(1, round(im.width * height / im.height)), height), Image.Resampling.LANCZOS)
+        for im in images
+    ]
     canvas = Image.new("RGB", (sum(im.width for im in images), height))
     x = 0
     for im in images:

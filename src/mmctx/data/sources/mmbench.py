@@ -20,8 +20,8 @@ from pathlib import Path
 
 from PIL import Image
 
-from mmctx.data.sources.reader import Reader
 from mmctx.data.sources.base import Conversion, SourceContext, SourceInfo, write_derived
+from mmctx.data.sources.reader import Reader
 from mmctx.schema import Sample
 
 # English splits that carry answers, most preferred first; only the first present is read,
@@ -47,8 +47,13 @@ REQUIRED = ("index", "question", "A", "B", "answer", "category", "image")
 CIRCULAR = 1_000_000
 REFERENCE_MAX = 64  # VLMEvalKit: an image cell this short names another row's index
 # Columns kept in meta (name, column); the hyphenated l2 column is renamed in the lmms-lab copy.
-KEPT = (("l2_category", "l2-category"), ("l2_category", "L2-category"), ("origin", "source"),
-        ("split", "split"), ("comment", "comment"))
+KEPT = (
+    ("l2_category", "l2-category"),
+    ("l2_category", "L2-category"),
+    ("origin", "source"),
+    ("split", "split"),
+    ("comment", "comment"),
+)
 
 
 def convert(ctx: SourceContext) -> Conversion:

@@ -25,8 +25,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mmctx.data.sources.reader import Reader
 from mmctx.data.sources.base import Conversion, SourceContext, SourceInfo
+from mmctx.data.sources.reader import Reader
 from mmctx.schema import Sample
 
 BASES = ("MME_Benchmark_release_version/MME_Benchmark", "MME_Benchmark_release_version")
@@ -85,16 +85,23 @@ def _image_questions(reader: Reader, subset: str, folder: Path, txt: Path) -> li
             reader.error(txt, where, "answer", f"expected Yes or No, got {given!r}")
             continue
         key = f"{txt.stem}:{line}"
-        samples.append(Sample(
-            id=f"{INFO.name}/{subset}/{key}",
-            task=INFO.subsets[subset][0],
-            source=INFO.title,
-            format="mcqa",
-            images=[reader.rel(image)],
-            question=question,
-            choices=["Yes", "No"],
-            answer=answer,
-            meta={"source_file": reader.file(txt), "key": key, "subset": subset, "image": image.name,
-                  "question": original},
-        ))
+        samples.append(
+            Sample(
+                id=f"{INFO.name}/{subset}/{key}",
+                task=INFO.subsets[subset][0],
+                source=INFO.title,
+                format="mcqa",
+                images=[reader.rel(image)],
+                question=question,
+                choices=["Yes", "No"],
+                answer=answer,
+                meta={
+                    "source_file": reader.file(txt),
+                    "key": key,
+                    "subset": subset,
+                    "image": image.name,
+                    "question": original,
+                },
+            )
+        )
     return samples

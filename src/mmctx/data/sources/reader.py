@@ -167,7 +167,7 @@ class Reader:
                 continue  # one error per record
             dropped[(id(container), step)] = (container, step)
             where = f"index {step}" if isinstance(container, list) else f"key {_shown(str(step))}"
-            self.error(path, where, _field(route[depth + 1:]) or "(key)", _not_utf8(char, place, "record"))
+            self.error(path, where, _field(route[depth + 1 :]) or "(key)", _not_utf8(char, place, "record"))
         for container, step in dropped.values():
             if isinstance(container, list):
                 container[step] = DROPPED  # type: ignore[index]  # keeps the index of every later record
@@ -211,8 +211,12 @@ class Reader:
             bad = UNDECODABLE.search(line)
             if bad is not None:
                 column = len(line[: bad.start()].encode("utf-8", "surrogateescape")) + 1
-                self.error(path, f"line {number}", "(encoding)",
-                           f"not UTF-8: byte 0x{_byte(bad.group())} at column {column}; line skipped")
+                self.error(
+                    path,
+                    f"line {number}",
+                    "(encoding)",
+                    f"not UTF-8: byte 0x{_byte(bad.group())} at column {column}; line skipped",
+                )
                 continue
             yield number, line
 

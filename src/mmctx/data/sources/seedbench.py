@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mmctx.data.sources.reader import Reader
 from mmctx.data.sources.base import Conversion, SourceContext, SourceInfo
+from mmctx.data.sources.reader import Reader
 from mmctx.schema import Sample
 
 V1, V2 = "SEED-Bench.json", "SEED-Bench_v2_level1_2_3.json"

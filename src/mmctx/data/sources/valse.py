@@ -25,8 +25,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from mmctx.data.sources.reader import Reader
 from mmctx.data.sources.base import Conversion, SourceContext, SourceInfo
+from mmctx.data.sources.reader import Reader
 from mmctx.schema import Sample
 
 # file stem -> (FewMMBench task, image folder under data/ as in VALSE's config.py)
@@ -56,8 +56,21 @@ INFO = SourceInfo(
 
 VALID = "mturk.caption < 2"  # the skip rule, named as VALSE's README states the filter
 # Original fields worth keeping next to provenance; the rest (NLI scores, …) stay in the JSON.
-KEEP = ("dataset", "original_split", "dataset_idx", "linguistic_phenomena", "image_file", "classes", "classes_foil",
-        "mturk", "orig_caption", "only_caption", "foil_method", "foiling_method", "provenance_of_foils")
+KEEP = (
+    "dataset",
+    "original_split",
+    "dataset_idx",
+    "linguistic_phenomena",
+    "image_file",
+    "classes",
+    "classes_foil",
+    "mturk",
+    "orig_caption",
+    "only_caption",
+    "foil_method",
+    "foiling_method",
+    "provenance_of_foils",
+)
 
 
 def convert(ctx: SourceContext) -> Conversion:

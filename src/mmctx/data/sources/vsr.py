@@ -20,8 +20,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mmctx.data.sources.reader import Reader
 from mmctx.data.sources.base import Conversion, SourceContext, SourceInfo
+from mmctx.data.sources.reader import Reader
 from mmctx.schema import BINARY_CHOICES, Sample
 
 SPLITS = ("train", "dev", "test")

@@ -16,8 +16,8 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from mmctx.data.sources.reader import Reader
 from mmctx.data.sources.base import Conversion, SourceContext, SourceInfo
+from mmctx.data.sources.reader import Reader
 from mmctx.schema import Sample
 
 INFO = SourceInfo(

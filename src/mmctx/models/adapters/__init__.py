@@ -127,7 +127,11 @@ def adapter_for(model_id: str, model_type: str | None = None, name: str | None =
     # An id names a family only where the config's type does not contradict it (a native
     # checkpoint of a remote-code family); failing that, the type decides; registration order
     # breaks ties (the more specific xGen-MM base before instruct).
-    named = [a for a in ADAPTERS if a.named_by(model_id) and (not model_type or not a.model_types or model_type in a.model_types)]
+    named = [
+        a
+        for a in ADAPTERS
+        if a.named_by(model_id) and (not model_type or not a.model_types or model_type in a.model_types)
+    ]
     typed = [a for a in ADAPTERS if model_type and model_type in a.model_types]
     return (named or typed or [DEFAULT])[0]
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 from mmctx.models.adapters import Adapter, register
 
-
 LLAVA = register(
     Adapter(
         family="llava",

@@ -30,15 +30,15 @@ GEMMA3_TEMPLATE = (
     "    {%- endif -%}\n"
     "    {%- set loop_messages = messages[1:] -%}\n"
     "{%- else -%}\n"
-    "    {%- set first_user_prefix = \"\" -%}\n"
+    '    {%- set first_user_prefix = "" -%}\n'
     "    {%- set loop_messages = messages -%}\n"
     "{%- endif -%}\n"
     "{%- for message in loop_messages -%}\n"
     "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
-    "        {{ raise_exception(\"Conversation roles must alternate user/assistant/user/assistant/...\") }}\n"
+    '        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}\n'
     "    {%- endif -%}\n"
     "    {%- if (message['role'] == 'assistant') -%}\n"
-    "        {%- set role = \"model\" -%}\n"
+    '        {%- set role = "model" -%}\n'
     "    {%- else -%}\n"
     "        {%- set role = message['role'] -%}\n"
     "    {%- endif -%}\n"
@@ -54,7 +54,7 @@ GEMMA3_TEMPLATE = (
     "            {%- endif -%}\n"
     "        {%- endfor -%}\n"
     "    {%- else -%}\n"
-    "        {{ raise_exception(\"Invalid content type\") }}\n"
+    '        {{ raise_exception("Invalid content type") }}\n'
     "    {%- endif -%}\n"
     "    {{ '<end_of_turn>\n' }}\n"
     "{%- endfor -%}\n"

@@ -45,7 +45,9 @@ SPECIAL = ["<|im_start|>", "<end_of_utterance>", "<fake_token_around_image>", "<
 
 
 def build(out: Path, size: TinySize) -> None:
-    tokenizer = build_tokenizer(SPECIAL, bos_token="<|im_start|>", eos_token="<end_of_utterance>", pad_token="<|im_end|>")
+    tokenizer = build_tokenizer(
+        SPECIAL, bos_token="<|im_start|>", eos_token="<end_of_utterance>", pad_token="<|im_end|>"
+    )
     text_config = llama_text_config(len(tokenizer), size.hidden, size.layers)
     model, processor = _idefics3(tokenizer, size.image_size, text_config, splitting=True, template=SMOLVLM_TEMPLATE)
     save_checkpoint(out, model, tokenizer, "<end_of_utterance>", processor=processor)

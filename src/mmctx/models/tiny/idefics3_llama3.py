@@ -40,7 +40,9 @@ def build(out: Path, size: TinySize) -> None:
         pad_token="<|reserved_special_token_0|>", add_bos=True,
     )  # fmt: skip
     text_config = llama_text_config(len(tokenizer), size.hidden, size.layers, bos_token_id=tokenizer.bos_token_id)
-    model, processor = _idefics3(tokenizer, size.image_size, text_config, splitting=True, template=IDEFICS3_LLAMA3_TEMPLATE)
+    model, processor = _idefics3(
+        tokenizer, size.image_size, text_config, splitting=True, template=IDEFICS3_LLAMA3_TEMPLATE
+    )
     save_checkpoint(out, model, tokenizer, "<end_of_utterance>", processor=processor)
 
 

@@ -54,7 +54,9 @@ def build(out: Path, size: TinySize) -> None:
         pad_token_id=tokenizer.pad_token_id,
     )
     model = LlavaForConditionalGeneration(config)
-    image_processor = SiglipImageProcessor(size={"height": VIEW, "width": VIEW}, image_mean=[0.5] * 3, image_std=[0.5] * 3)
+    image_processor = SiglipImageProcessor(
+        size={"height": VIEW, "width": VIEW}, image_mean=[0.5] * 3, image_std=[0.5] * 3
+    )
     processor = LlavaProcessor(
         image_processor=image_processor,
         tokenizer=tokenizer,

@@ -21,8 +21,8 @@ from mmctx.models.tiny.tokenizer import build_tokenizer
 MISTRAL3_TEMPLATE = (
     '{%- set today = strftime_now("%Y-%m-%d") %}\n'
     '{%- set default_system_message = "You are Mistral Small 3, a Large Language Model (LLM) created by Mistral AI, '
-    'a French startup headquartered in Paris.\\nYour knowledge base was last updated on 2023-10-01. The current '
-    'date is " + today + ".\\n\\nWhen you\'re not sure about some information, you say that you don\'t have the '
+    "a French startup headquartered in Paris.\\nYour knowledge base was last updated on 2023-10-01. The current "
+    "date is \" + today + \".\\n\\nWhen you're not sure about some information, you say that you don't have the "
     "information and don't make up anything.\\nIf the user's question is not clear, ambiguous, or does not provide "
     "enough context for you to accurately answer the question, you do not try to answer it right away and you "
     'rather ask the user to clarify their request (e.g. \\"What are some good restaurants around me?\\" => '

@@ -45,8 +45,9 @@ def siglip_vision_config(image_size: int, patch_size: int) -> dict:
             "vision_use_head": False}  # fmt: skip
 
 
-def save_checkpoint(out: Path, model, tokenizer, eos_token: str, processor=None, parts: tuple = (),
-                    chat_template: str | None = None) -> None:
+def save_checkpoint(
+    out: Path, model, tokenizer, eos_token: str, processor=None, parts: tuple = (), chat_template: str | None = None
+) -> None:
     """Save ``model`` with generation ids set, then its processor, or its parts as the hub lays them out.
 
     ``parts`` (an image processor, …) plus the tokenizer and ``chat_template`` stand in for a

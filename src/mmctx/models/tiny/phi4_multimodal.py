@@ -109,7 +109,9 @@ def _longrope(head_dim: int) -> dict:
 
 PHI4_MULTIMODAL = register_tiny(
     TinyFamily(
-        "phi4_multimodal", "microsoft/Phi-4-multimodal-instruct", build,
+        "phi4_multimodal",
+        "microsoft/Phi-4-multimodal-instruct",
+        build,
         notes="native phi4_multimodal; template in the tokenizer only; <|image|> placeholders; ≤2 HD crops of 32 px",
     )  # fmt: skip
 )

@@ -41,9 +41,18 @@ def _train_bpe(special: list[str], vocab_size: int, lowercase: bool = False, cor
     return tok
 
 
-def build_tokenizer(special: list[str], *, prepend: tuple[str, ...] = ("<|im_start|>",), vocab_size: int = 512,
-                    bos_token: str = _BOS, eos_token: str = _EOS, pad_token: str = _PAD, add_bos: bool = False,
-                    named_tokens: dict[str, str] | None = None, corpus: list[str] | None = None):
+def build_tokenizer(
+    special: list[str],
+    *,
+    prepend: tuple[str, ...] = ("<|im_start|>",),
+    vocab_size: int = 512,
+    bos_token: str = _BOS,
+    eos_token: str = _EOS,
+    pad_token: str = _PAD,
+    add_bos: bool = False,
+    named_tokens: dict[str, str] | None = None,
+    corpus: list[str] | None = None,
+):
     """A byte-level BPE tokenizer with a family's special tokens, wrapped for transformers.
 
     ``special`` are the family's own tokens; those in ``prepend`` are trained as special but not

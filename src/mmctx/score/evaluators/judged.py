@@ -303,8 +303,9 @@ class SemanticJudge:
 
     def prompt(self, sample: Sample, answer: str) -> Prompt:
         extra = _NOT_ANSWERABLE_RULE if self.not_answerable else ""
-        text = _SEMANTIC_PROMPT.format(extra=extra, question=sample.question.strip(), gold=gold_display(sample),
-                                       answer=answer.strip())
+        text = _SEMANTIC_PROMPT.format(
+            extra=extra, question=sample.question.strip(), gold=gold_display(sample), answer=answer.strip()
+        )
         return user_prompt(text)
 
     def parse(self, reply: str) -> dict[str, Any]:
@@ -576,8 +577,9 @@ class ConclusionsJudge:
 
     def prompt(self, sample: Sample, answer: str) -> Prompt:
         refs, preds = _references(sample), conclusion_lines(answer)
-        text = _CONCLUSIONS_PROMPT.format(n_ref=len(refs), n_pred=len(preds), reference=_numbered(refs),
-                                          predicted=_numbered(preds))
+        text = _CONCLUSIONS_PROMPT.format(
+            n_ref=len(refs), n_pred=len(preds), reference=_numbered(refs), predicted=_numbered(preds)
+        )
         return user_prompt(text)
 
     def parse(self, reply: str) -> dict[str, Any]:
@@ -596,8 +598,15 @@ class ConclusionsJudge:
         hit = parsed["correct_count"]
         if not 0 <= hit <= min(n_ref, n_pred):
             raise JudgeReplyError(f"correct_count {hit} outside [0, {min(n_ref, n_pred)}] ({n_ref} ref, {n_pred} pred)")
-        return Verdict.scored(paper_score(hit, n_pred, n_ref), answer, n_hit=hit, n_extra=n_pred - hit, n_ref=n_ref,
-                              n_pred=n_pred, rationale=parsed["rationale"])
+        return Verdict.scored(
+            paper_score(hit, n_pred, n_ref),
+            answer,
+            n_hit=hit,
+            n_extra=n_pred - hit,
+            n_ref=n_ref,
+            n_pred=n_pred,
+            rationale=parsed["rationale"],
+        )
 
 
 def paper_score(n_hit: int, n_pred: int, n_ref: int) -> float:
@@ -639,8 +648,12 @@ class ConclusionsEvaluator:
 
 SEMANTIC = register(SemanticEvaluator("semantic", SemanticJudge()))
 MMLONGBENCH = register(
-    SemanticEvaluator("mmlongbench", SemanticJudge(name="semantic_mmlongbench", not_answerable=True),
-                      typed_extraction=True, baseline="mmlongbench")
+    SemanticEvaluator(
+        "mmlongbench",
+        SemanticJudge(name="semantic_mmlongbench", not_answerable=True),
+        typed_extraction=True,
+        baseline="mmlongbench",
+    )
 )
 RUBRIC = register(RubricEvaluator())
 CONCLUSIONS = register(ConclusionsEvaluator())

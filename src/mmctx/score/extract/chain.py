@@ -7,8 +7,17 @@ from .decision import Decision, Rule
 from .rejections import rejected_options
 from .revisions import revision_after
 from .rules import (
-    rule_answer_marker, rule_bare_letter, rule_bracketed_label, rule_empty, rule_final_line_label, rule_hedged,
-    rule_label_with_text, rule_no_match, rule_option_text, rule_ordinal, rule_yes_no,
+    rule_answer_marker,
+    rule_bare_letter,
+    rule_bracketed_label,
+    rule_empty,
+    rule_final_line_label,
+    rule_hedged,
+    rule_label_with_text,
+    rule_no_match,
+    rule_option_text,
+    rule_ordinal,
+    rule_yes_no,
 )  # fmt: skip
 
 CHAIN: tuple[tuple[str, Rule], ...] = (

@@ -79,7 +79,7 @@ def cut_at_cue(stated: str) -> str:
 
 
 def contradiction(text: str, statements: Sequence[Statement]) -> str:
-    """"" when the statements (in text order) are consistent, else the conflicting ones, e.g.
+    """ "" when the statements (in text order) are consistent, else the conflicting ones, e.g.
     "Answer: A / Answer: B" (a flat contradiction) or "answer is A -> answer is B -> answer is A"
     (a loop)."""
     ordered = sorted(statements, key=lambda s: s.start)

@@ -6,8 +6,8 @@ import re
 from bisect import bisect_left
 from dataclasses import dataclass
 
-from .contradictions import Statement, asserts, contradiction, cut_at_cue, first_sentence
 from .context import Ctx
+from .contradictions import Statement, asserts, contradiction, cut_at_cue, first_sentence
 from .decision import Decision
 from .prepare import lines
 from .resolve import resolve_span
@@ -22,9 +22,7 @@ _STATEMENTS = (
 # if ...", "the correct option is ... unless"): the last one still wins, but they are not
 # statements a contradiction is read from.
 _TENTATIVE = (
-    re.compile(
-        r"\banswer\s+(?:would\s+be|should\s+be|will\s+be|seems\s+to\s+be|appears\s+to\s+be)\b", re.I
-    ),
+    re.compile(r"\banswer\s+(?:would\s+be|should\s+be|will\s+be|seems\s+to\s+be|appears\s+to\s+be)\b", re.I),
     re.compile(
         r"\b(?:correct|right|best|true|matching|most\s+likely|most\s+appropriate|most\s+accurate)\s+"
         r"(?:option|choice|caption|description|statement|one)\s+(?:is|would\s+be|should\s+be|must\s+be|will\s+be)\b",

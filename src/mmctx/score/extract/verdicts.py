@@ -45,9 +45,7 @@ def closing_verdict(sentence: str) -> tuple[bool, str] | None:
 
 def polarities(s: str) -> set[bool]:
     """Polarities of the standalone, un-negated yes/no words in ``s``."""
-    return {
-        m.group("w").casefold() in YES for m in _STANDALONE.finditer(s) if not negated_before(s, m.start())
-    }
+    return {m.group("w").casefold() in YES for m in _STANDALONE.finditer(s) if not negated_before(s, m.start())}
 
 
 def verdict(s: str, first: bool) -> bool | None:
