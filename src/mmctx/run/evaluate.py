@@ -16,7 +16,7 @@ from mmctx.data.disk import load_benchmark
 from mmctx.models import load_backend, sized_by_plan
 from mmctx.models.base import Backend
 from mmctx.prompts.build import preset_problems
-from mmctx.prompts.presets import get_preset
+from mmctx.prompts.presets import Preset, get_preset
 from mmctx.run.distributed import RayOptions
 from mmctx.run.plan import GenerationLimits, PlannedRequest, Shard, plan_requests, take_shard
 from mmctx.run.runner import (
@@ -49,7 +49,7 @@ def evaluate(
     *,
     settings: str | None = None,
     scorers: str | None = None,
-    preset: str = "fewmmbench",
+    preset: str | Preset = "fewmmbench",
     seed: int = 0,
     limits: GenerationLimits = GenerationLimits(),
     limit: int | None = None,
@@ -71,7 +71,7 @@ def evaluate(
 ) -> RunOutcome:
     bench = load_benchmark(benchmark)
     bench.check()
-    chosen = get_preset(preset)
+    chosen = preset if isinstance(preset, Preset) else get_preset(preset)  # a task may bring its own
     problems = preset_problems(bench, chosen)  # every item the preset cannot show, not just the first
     if problems:
         raise BenchmarkError(problems)
@@ -81,7 +81,7 @@ def evaluate(
         benchmark_sha256=bench.fingerprint(),
         settings=[s.name for s in with_demo_orders(parse_settings(settings), demo_orders)],  # recorded: changes scores
         scorers=parse_scorers(scorers),
-        preset=preset,
+        preset=chosen.name,
         seed=seed,
         limits=limits,
         limit=limit,

@@ -1,0 +1,354 @@
+"""The public Python API: `evaluate`, `score`, `report`, `view`. The CLI is a layer over these.
+
+    import mmctx
+
+    result = mmctx.evaluate("shapes-world", model="builtin:shapes-vlm", out="runs/shapes")
+    print(result.table())
+
+``task`` is a `Task`, a registered task name (``mmctx.tasks.task_names()``), a task file
+(``my_task.py`` or ``my_task.py@name``) or a path: a benchmark folder (few-shot), a ``.jsonl`` of
+CLBench-V items or a folder of them (context learning; an item is recognised by its
+``evaluator``/``blocks``/``answer_type`` fields), or a ``.jsonl`` of plain multiple-choice items
+(`mmctx.tasks.jsonl`). ``model`` is a model spec (`mmctx.models.load_backend`) or a `Backend`
+already loaded. Every run folder resumes: called again on the same folder, `evaluate` sends only
+what is not stored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mmctx.models import DEFAULT_MODEL
+from mmctx.models.base import Backend
+from mmctx.run.plan import GenerationLimits
+from mmctx.tasks import Task, TaskKind, get_task, task_names
+
+# Options of the HF backend that `mmctx.run.evaluate.evaluate` takes by name; any other backend
+# option (base_url, max_concurrency, score_mode, …) goes to the backend as it is.
+_NAMED_OPTIONS = ("device", "dtype", "batch_size", "revision", "trust_remote_code", "adapter", "quantization")
+
+
+@dataclass(frozen=True)
+class ContextOptions:
+    """How a context-learning (CLBench-V) task is asked; recorded in the run's manifest."""
+
+    system_prompt: str | None = None  # None: CLBench-V's default system prompt
+    max_new_tokens: int = 1024
+    repair: bool = False  # ask once more, in the required format, when an answer cannot be parsed
+    truncation: str = "none"  # none | head | middle (needs ``tokenizer``)
+    truncation_budget: int | None = None
+    tokenizer: str | None = None
+
+
+@dataclass
+class EvalResult:
+    """One scored run: where it lies, what it ran, and its scores.
+
+    ``results`` are per sample (`SampleResult` for few-shot, result rows for context learning);
+    ``scores`` are the cells of the few-shot tables (`CellMetrics`) or CLBench-V's aggregate.
+    """
+
+    task: str
+    kind: TaskKind
+    run_dir: Path
+    model: str
+    results: list[Any]
+    scores: Any
+    stats: Any = None
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+    def table(self) -> str:
+        """The papers' tables for this run, in Markdown (Tables 4/5, or CLBench-V's 2 and 3)."""
+        if self.kind == "context":
+            from mmctx.report.clbench_tables import table2_markdown, table3_markdown
+
+            scores = {self.model: self.scores}
+            return table2_markdown(scores) + "\n\n" + table3_markdown(scores)
+        from mmctx.report.tables import markdown_tables
+
+        return markdown_tables([(self.model, self.scores)])
+
+
+def resolve_task(task: Task | str | Path, **options) -> Task:
+    """The `Task` that ``task`` names (see the module docstring)."""
+    if isinstance(task, Task):
+        if options:
+            raise TypeError(f"task options {sorted(options)} apply to a task name, not a Task")
+        return task
+    text = str(task)
+    if text in task_names() or text.partition("@")[0].endswith(".py"):
+        return get_task(text, **options)
+    path = Path(text)
+    if path.is_dir():
+        kind = "fewmmbench" if (path / "benchmark.json").exists() else "clbench-v"
+        return get_task(kind, path=path, **options)
+    if path.is_file() and path.suffix == ".jsonl":
+        return get_task("clbench-v" if _looks_like_context_items(path) else "jsonl", path=path, **options)
+    raise FileNotFoundError(f"{text!r} is neither a task ({task_names()}) nor a benchmark folder, .jsonl or .py file")
+
+
+def _looks_like_context_items(path: Path) -> bool:
+    from mmctx.jsonl import iter_jsonl
+
+    for _, record in iter_jsonl(path):
+        return bool({"evaluator", "blocks", "answer_type", "gold"} & set(record))
+    return False
+
+
+def evaluate(
+    task: Task | str | Path,
+    model: str | Backend = DEFAULT_MODEL,
+    out: str | Path | None = None,
+    *,
+    grid: Sequence[str] | None = None,
+    scorers: Sequence[str] | None = None,
+    tasks: Sequence[str] | None = None,
+    limit: int | None = None,
+    seed: int = 0,
+    limits: GenerationLimits | None = None,
+    demo_orders: int = 1,
+    context: ContextOptions = ContextOptions(),
+    options: dict[str, Any] | None = None,
+    judge: str | Backend | None = None,
+    extractor: str | Backend | None = None,
+    retry_errors: bool = False,
+    shard: str | None = None,
+    ray: Any = None,
+    progress: bool = False,
+    task_options: dict[str, Any] | None = None,
+) -> EvalResult:
+    """Run ``model`` on ``task`` into the run folder ``out`` (resumed if it holds the same run) and score it.
+
+    Few-shot tasks: ``grid`` (setting names, default the task's grid), ``scorers`` (``generate``,
+    ``ppl``), ``demo_orders``, ``limits``, ``shard`` and ``ray`` (`mmctx.run.distributed.RayOptions`).
+    Context tasks: ``context``, ``judge`` and ``extractor`` (model specs or backends). Both:
+    ``tasks`` (sub-tasks or subsets to keep), ``limit`` (items per sub-task), ``options`` (the
+    backend's: device, dtype, batch_size, revision, trust_remote_code, adapter, quantization,
+    base_url, …), ``retry_errors``. ``out`` defaults to ``runs/<task>/<model>``.
+    """
+    from mmctx.run.runner import run_lock
+
+    chosen = resolve_task(task, **(task_options or {}))
+    spec = model.info.name if isinstance(model, Backend) else str(model)
+    run_dir = Path(out) if out is not None else Path("runs") / _safe(chosen.name) / _safe(spec)
+    with run_lock(run_dir):  # held while the task writes its samples into the run folder, too
+        source = chosen.prepare(run_dir / "dataset")
+        if chosen.kind == "context":
+            if grid or scorers or shard or ray:
+                raise ValueError(f"{chosen.name} is a context-learning task: grid, scorers, shard and ray do not apply")
+            return _evaluate_context(chosen, source, model, run_dir, tasks, limit, context, options, judge,
+                                     extractor, retry_errors, progress)  # fmt: skip
+        return _evaluate_fewshot(chosen, source, model, run_dir, grid, scorers, tasks, limit, seed, limits,
+                                 demo_orders, options, retry_errors, shard, ray, progress)  # fmt: skip
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name).strip("._") or "run"
+
+
+def _evaluate_fewshot(
+    chosen: Task, source: Path, model, run_dir: Path, grid, scorers, tasks, limit, seed, limits, demo_orders,
+    options, retry_errors, shard, ray, progress,
+) -> EvalResult:  # fmt: skip
+    from mmctx.run.evaluate import evaluate as run_evaluate
+
+    opts = dict(options or {})
+    named = {k: opts.pop(k) for k in _NAMED_OPTIONS if k in opts}
+    extra = {}
+    if isinstance(model, Backend):
+        extra["backend_factory"] = lambda *a, **k: model
+    outcome = run_evaluate(
+        source,
+        model.info.name if isinstance(model, Backend) else model,
+        run_dir,
+        settings=",".join(grid if grid is not None else chosen.grid),
+        scorers=",".join(scorers if scorers is not None else chosen.scorers),
+        preset=chosen.preset,
+        seed=seed,
+        limits=limits or chosen.limits,
+        limit=limit,
+        tasks=list(tasks) if tasks else None,
+        backend_options=opts,
+        retry_errors=retry_errors,
+        demo_orders=demo_orders,
+        shard=shard,
+        show_progress=progress,
+        ray=ray,
+        **named,
+        **extra,
+    )
+    manifest = _manifest(run_dir)
+    return EvalResult(chosen.name, "fewshot", run_dir, manifest["model"]["name"], outcome.results, outcome.cells,
+                      outcome.stats, manifest)  # fmt: skip
+
+
+def _role(spec: str | Backend | None) -> Backend | None:
+    """A judge or extractor, deterministic (temperature 0 where the API takes one)."""
+    if spec is None or isinstance(spec, Backend):
+        return spec
+    from mmctx.models import load_backend
+
+    return load_backend(spec, **({"temperature": 0.0} if spec.startswith("openai:") else {}))
+
+
+def _evaluate_context(
+    chosen: Task, source: Path, model, run_dir: Path, tasks, limit, context: ContextOptions, options, judge, extractor,
+    retry_errors, progress,
+) -> EvalResult:  # fmt: skip
+    from mmctx.data.clbench.loader import load_clbench
+    from mmctx.models import load_backend, sized_by_plan
+    from mmctx.prompts.context import DEFAULT_SYSTEM
+    from mmctx.run.context import ContextConfig, run_context
+
+    bench = load_clbench(source)
+    count, tok_name = None, None
+    if context.truncation != "none":
+        from mmctx.analysis.complexity import load_tokenizer
+
+        if not context.tokenizer:
+            raise ValueError("truncation needs a tokenizer (a tokenizer path or id, or 'whitespace')")
+        tok_name, count = load_tokenizer(context.tokenizer)
+    opts = dict(options or {})
+    config = ContextConfig(
+        suite=str(source),
+        suite_name=bench.name,
+        suite_sha256=bench.fingerprint(),
+        system_prompt=DEFAULT_SYSTEM if context.system_prompt is None else context.system_prompt,
+        max_new_tokens=context.max_new_tokens,
+        repair=context.repair,
+        truncation=context.truncation,
+        truncation_budget=context.truncation_budget,
+        tokenizer=tok_name,
+        subsets=list(tasks) if tasks else None,
+        limit=limit,
+        batch_size=opts.get("batch_size", 8),
+    )
+    if isinstance(model, Backend):
+        backend = model
+    else:
+        if sized_by_plan(model):
+            opts.setdefault("max_images", max((len(q.context_images) for q in bench.queries), default=0))
+        backend = load_backend(model, **opts)
+    judge_backend = (
+        backend if judge is not None and judge == model else _role(judge)
+    )  # a model judging itself loads once
+    stats = run_context(bench, backend, run_dir, config, judge=judge_backend, extractor=_role(extractor),
+                        count_tokens=count, show_progress=progress, retry_errors=retry_errors)  # fmt: skip
+    return _context_result(chosen.name, run_dir, stats)
+
+
+def _context_result(task: str, run_dir: Path, stats: Any = None) -> EvalResult:
+    from mmctx.jsonl import read_jsonl
+    from mmctx.score.levels import aggregate
+
+    rows = read_jsonl(run_dir / "results.jsonl")
+    manifest = _manifest(run_dir)
+    return EvalResult(task, "context", run_dir, manifest["model"]["name"], rows, aggregate(rows), stats, manifest)
+
+
+def _manifest(run_dir: Path) -> dict[str, Any]:
+    path = Path(run_dir) / "manifest.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{run_dir} is not a run folder (no manifest.json)")
+    return json.loads(path.read_text())
+
+
+def _kind(manifest: dict[str, Any]) -> TaskKind:
+    return "context" if manifest.get("kind") == "context" else "fewshot"
+
+
+def score(
+    run_dir: str | Path, *, judge: str | Backend | None = None, extractor: str | Backend | None = None
+) -> EvalResult:
+    """Score a run folder afresh from its stored responses and write its results (no model needed).
+
+    Context runs re-ask a judge only for what its cache lacks (``judge``/``extractor`` as in `evaluate`).
+    """
+    run_dir = Path(run_dir)
+    manifest = _manifest(run_dir)
+    name = manifest.get("config", {}).get("benchmark_name") or manifest.get("config", {}).get("suite_name", "")
+    if _kind(manifest) == "context":
+        from mmctx.data.clbench.loader import load_clbench
+        from mmctx.run.context import check_judges_for_run, probe_all, score_context_run
+
+        bench = load_clbench(Path(manifest["config"]["suite"]))
+        judge_b, extractor_b = _role(judge), _role(extractor)
+        check_judges_for_run(run_dir, bench, judge_b)
+        probe_all(judge_b, extractor_b)
+        score_context_run(run_dir, bench, judge=judge_b, extractor=extractor_b)
+        return _context_result(name, run_dir)
+    from mmctx.run.evaluate import rescore
+
+    results, cells = rescore(run_dir)
+    return EvalResult(name, "fewshot", run_dir, manifest["model"]["name"], results, cells, None, manifest)
+
+
+def _named_runs(run_dirs: Sequence[str | Path]) -> list[tuple[str, Path, dict[str, Any]]]:
+    """(display name, folder, manifest) per run; two runs of one model get their folder's name."""
+    out, seen = [], set()
+    for run_dir in map(Path, run_dirs):
+        manifest = _manifest(run_dir)
+        name = manifest["model"]["name"]
+        if name in seen:
+            name = f"{name} ({run_dir.name})"
+        if name in seen:
+            raise ValueError(f"two runs named {name!r}; give the run folders distinct names")
+        seen.add(name)
+        out.append((name, run_dir, manifest))
+    return out
+
+
+def report(
+    run_dirs: Sequence[str | Path],
+    out: str | Path | None = None,
+    *,
+    latex: bool = True,
+    figures: bool = True,
+    seed: int = 0,
+) -> str:
+    """The papers' tables for one or more runs (one per model), as Markdown; with ``out``, the full report.
+
+    Run folders are only read: few-shot results are scored afresh in memory (re-scoring into the
+    folder is `score`). Few-shot and context runs are reported apart.
+    """
+    runs = _named_runs(run_dirs)
+    kinds = {_kind(m) for _, _, m in runs}
+    if len(kinds) > 1:
+        raise ValueError("these runs mix few-shot and context-learning (CLBench-V) runs; report them separately")
+    if kinds == {"context"}:
+        from mmctx.jsonl import read_jsonl
+        from mmctx.report.clbench_tables import table2_markdown, table3_markdown, write_clbench_report
+        from mmctx.score.levels import aggregate
+
+        scores = {}
+        for name, run_dir, _ in runs:
+            if not (run_dir / "results.jsonl").exists():
+                raise FileNotFoundError(f"{run_dir} has no results.jsonl; score it first (mmctx score)")
+            scores[name] = aggregate(read_jsonl(run_dir / "results.jsonl"))
+        if out is not None:
+            write_clbench_report(scores, Path(out))
+        return table2_markdown(scores) + "\n\n" + table3_markdown(scores)
+    from mmctx.report.tables import markdown_tables
+    from mmctx.score.results import score_run, summarize
+
+    scored = [(name, score_run(run_dir)) for name, run_dir, _ in runs]
+    text = markdown_tables([(name, summarize(results)) for name, results in scored])
+    if out is not None:
+        from mmctx.report.summary import write_report_results
+
+        write_report_results(scored, Path(out), latex=latex, figures=figures, seed=seed)
+    return text
+
+
+def view(run_dirs: Sequence[str | Path], out: str | Path, *, figures: str | Path | None = None) -> Path:
+    """Write the static HTML viewer of the runs (few-shot or context) into ``out``; returns its index.html."""
+    from mmctx.report.viewer import build_site
+
+    return build_site([Path(r) for r in run_dirs], Path(out), figures_dir=Path(figures) if figures else None)
+
+
+__all__ = ["ContextOptions", "EvalResult", "evaluate", "report", "resolve_task", "score", "view"]
