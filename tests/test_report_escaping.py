@@ -240,7 +240,7 @@ def _hand_results(task: str) -> list:
 
 
 def test_report_md_and_latex_escape_names(tmp_path):
-    from mmctx.report.summary import write_report_results
+    from mmctx.report.folder import write_report_results
 
     write_report_results([(HOSTILE_MODEL, _hand_results(HOSTILE_TASK)), ("plain", _hand_results(HOSTILE_TASK))],
                          tmp_path, latex=True, figures=False)  # fmt: skip
@@ -325,7 +325,7 @@ def test_viewer_tables_show_escaped_markdown_as_the_text_it_stands_for():
 
 
 def test_line_separators_in_run_files_lose_no_rows(base_run, tmp_path):
-    from mmctx.report.summary import write_report
+    from mmctx.report.folder import write_report
     from mmctx.score.results import AVERAGE, score_run
 
     run = _copy_run(base_run, tmp_path / "run")

@@ -9,14 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from mmctx.report.folder import write_report, write_report_results
 from mmctx.report.latex import accuracy_table_latex, escape, rank_marks, table1_latex
 from mmctx.report.summary import (
     comparison_markdown,
     comparison_rows,
     setting_label,
     table1_markdown,
-    write_report,
-    write_report_results,
 )
 from mmctx.score.results import AVERAGE, CellMetrics, SampleResult
 from mmctx.score.stats import COMPARISONS

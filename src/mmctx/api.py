@@ -338,7 +338,7 @@ def report(
     scored = [(name, score_run(run_dir)) for name, run_dir, _ in runs]
     text = markdown_tables([(name, summarize(results)) for name, results in scored])
     if out is not None:
-        from mmctx.report.summary import write_report_results
+        from mmctx.report.folder import write_report_results
 
         write_report_results(scored, Path(out), latex=latex, figures=figures, seed=seed)
     return text

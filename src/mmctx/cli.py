@@ -270,7 +270,7 @@ def report(
         write_csv(runs, csv)
         console.print(f"CSV → {csv}")
     if out:
-        from mmctx.report.summary import write_report_results
+        from mmctx.report.folder import write_report_results
 
         try:
             paths = write_report_results(scored, out, latex=latex, figures=figures, seed=seed)
@@ -719,7 +719,7 @@ def demo(
     text = markdown_tables(runs)
     write_csv(runs, out / "report.csv")
     print(text)
-    from mmctx.report.summary import write_report_results
+    from mmctx.report.folder import write_report_results
     from mmctx.report.viewer import build_site
 
     write_report_results([(_model_name(run_dir), outcome.results)], out / "report", latex=True, figures=True)

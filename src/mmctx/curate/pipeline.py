@@ -34,6 +34,7 @@ from mmctx.curate.retrieve import (
     similar_demos,
 )
 from mmctx.curate.select import DEFAULT_LAMBDA, paper_lambda, select_graph_cut
+from mmctx.data.groups import KIND, groups_of
 from mmctx.schema import Benchmark, Sample, listed
 
 RETRIEVAL_MODES = ("joint", "image-then-text")
@@ -46,9 +47,6 @@ class CurationError(ValueError):
 
 # The FewMMBench configs a format belongs to: VSR-style binary statements sit with caption/foil
 # pairs, as the paper's Table 2 counts them in one caption/foil pool per task.
-KIND = {"mcqa": "mcqa", "caption_foil": "caption_foil", "binary": "caption_foil", "open": "open"}
-
-
 SHAPES_ENCODER = "clip:builtin:shapes-clip"  # mmctx's reference CLIP: it knows shapes-world and nothing else
 
 
@@ -61,18 +59,6 @@ def encoder_for(samples: list[Sample], encoder: str | None = None) -> str:
     if samples and all(s.source == SOURCE for s in samples):
         return SHAPES_ENCODER
     raise CurationError("--encoder is required: the default (clip:builtin:shapes-clip) knows only shapes-world pools")
-
-
-def group_name(task: str, fmt: str) -> str:
-    return f"{task}__{KIND.get(fmt, fmt)}"
-
-
-def groups_of(samples: list[Sample]) -> dict[str, list[Sample]]:
-    """Samples by (task, FewMMBench kind): the unit Graph Cut selects from."""
-    groups: dict[str, list[Sample]] = defaultdict(list)
-    for s in samples:
-        groups[group_name(s.task, s.format)].append(s)
-    return dict(sorted(groups.items()))
 
 
 def check_pool(samples: list[Sample], k: int, demos: int) -> None:

@@ -1,4 +1,4 @@
-"""Summary tables over several runs, and `write_report`, the one call behind ``mmctx report``.
+"""Summary tables over several runs; `mmctx.report.folder` writes them into a report folder.
 
 - Table 1's evaluation columns (0-Shot, 4-Rand, 4-Sim, 4-Sim+CoT, 8-Sim+CoT): each model's
   ``Avg.`` accuracy per setting (generation by default, as in the paper).
@@ -6,8 +6,7 @@
   CoT beat no CoT", with the paired difference, its 95% CI and McNemar's p (`score.stats`).
 - Uncertainty and difficulty summaries (paper C.1 and C.2).
 
-`write_report` writes all of it into one folder: ``report.md`` plus CSVs, optionally LaTeX
-(`report.latex`) and figures (`report.paper_figures`). Every name in the Markdown (model, task,
+Every name in the Markdown (model, task,
 setting, scorer) is written with `markdown_text`: it renders as text, and a ``|`` in it never
 splits a table row. The CSVs hold the names as they are.
 """
@@ -26,7 +25,7 @@ import numpy as np
 from mmctx.report.escaping import markdown_text as md
 from mmctx.run.settings import Setting
 from mmctx.score import stats
-from mmctx.score.results import AVERAGE, CellMetrics, SampleResult, score_run, summarize
+from mmctx.score.results import AVERAGE, CellMetrics, SampleResult
 
 ModelCells = tuple[str, Sequence[CellMetrics]]
 ModelResults = tuple[str, Sequence[SampleResult]]
@@ -297,124 +296,3 @@ def difficulty_markdown(counts: Sequence[stats.DifficultyCounts]) -> str:
         out.append(f"{md(scorer)} — items by number of models (of {mine[0].n_models}) answering correctly:\n\n")
         out.append(_md_table(head, body) + "\n")
     return "".join(out)
-
-
-# --- the report ---------------------------------------------------------------------------------
-
-
-def write_report(
-    runs: Sequence[tuple[str, Path]],
-    out: Path,
-    latex: bool = True,
-    figures: bool = True,
-    *,
-    seed: int = 0,
-) -> list[Path]:
-    """Score each ``(model name, run folder)`` from its stored responses and write the report.
-
-    Run folders are only read (nothing is re-written into them). Returns the written paths.
-    """
-    return write_report_results(
-        [(model, score_run(Path(path))) for model, path in runs], out, latex, figures, seed=seed
-    )
-
-
-def write_report_results(
-    runs: Sequence[ModelResults],
-    out: Path,
-    latex: bool = True,
-    figures: bool = True,
-    *,
-    seed: int = 0,
-) -> list[Path]:
-    """`write_report` from already scored results, one ``(model name, results)`` per model.
-
-    Files (in ``out``):
-
-    - ``report.md``: Table 1 columns, the comparison table, Table 4/5 layout, uncertainty, difficulty;
-    - ``metrics.csv`` (every cell), ``table1.csv``, ``comparisons.csv`` (one row per model ×
-      scorer × comparison), ``comparisons_by_task.csv``, ``uncertainty.csv``, ``reliability.csv``,
-      ``difficulty.csv``;
-    - with ``latex``: ``table1.tex``, ``table4.tex`` (generation), ``table5.tex`` (ppl);
-    - with ``figures`` (PNG + PDF each): ``accuracy_generate``, ``accuracy_ppl``, ``uncertainty``,
-      ``reliability``, ``difficulty_generate``, ``difficulty_ppl`` — each only where its data exists.
-    """
-    from mmctx.report.tables import markdown_tables, write_csv
-
-    names = [model for model, _ in runs]
-    if len(set(names)) != len(names):
-        raise ValueError(f"model names must be unique, got {names}")
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    cells = [(model, summarize(list(results))) for model, results in runs]
-    scorers = {c.scorer for _, cs in cells for c in cs}
-    by_task = comparison_rows(runs, per_task=True, seed=seed)  # Avg. rows and per-task rows
-    comparisons = [row for row in by_task if row.task == AVERAGE]
-    unc = uncertainty(runs)
-    diff = difficulty_counts(runs)
-
-    paths: list[Path] = []
-    write_csv([(m, list(cs)) for m, cs in cells], out / "metrics.csv")
-    paths.append(out / "metrics.csv")
-    paths.append(_write_csv(out / "table1.csv", [row for s in sorted(scorers) for row in table1_rows(cells, s)]))
-    paths.append(_write_csv(out / "comparisons.csv", comparison_csv_rows(comparisons)))
-    paths.append(_write_csv(out / "comparisons_by_task.csv", comparison_csv_rows(by_task)))
-    paths.append(_write_csv(out / "uncertainty.csv", uncertainty_rows(unc)))
-    paths.append(_write_csv(out / "reliability.csv", reliability_rows(unc)))
-    paths.append(_write_csv(out / "difficulty.csv", difficulty_rows(diff)))
-
-    sections = ["# mmctx report\n", f"Models: {', '.join(md(n) for n in names)}\n"]
-    for scorer in ("generate", "ppl"):
-        if scorer in scorers:
-            sections.append(f"## Table 1 columns ({scorer}: Avg. accuracy, %)\n\n" + table1_markdown(cells, scorer))
-    sections.append("## Paired comparisons\n\n" + comparison_markdown(comparisons))
-    sections.append(markdown_tables([(m, list(cs)) for m, cs in cells]))
-    if unc:
-        sections.append(
-            "## Uncertainty (ppl: probability of the chosen option)\n\n" + uncertainty_markdown(uncertainty_rows(unc))
-        )
-    if diff:
-        sections.append("## Difficulty (Figure 10)\n\n" + difficulty_markdown(diff))
-    orders = [(model, o) for model, results in runs for o in stats.order_sensitivity(results)]
-    if orders:
-        rows = [
-            {"model": m, "setting": o.setting, "scorer": o.scorer, "orders": len(o.accuracies), "n": o.n,
-             "accuracies": " / ".join(f"{100 * a:.1f}" for a in o.accuracies), "spread": round(100 * o.spread, 1),
-             "std": round(100 * o.std, 2), "agreement": round(100 * o.agreement, 1)}
-            for m, o in orders
-        ]  # fmt: skip
-        paths.append(_write_csv(out / "order_sensitivity.csv", rows))
-        head = "| model | setting | scorer | orders | n | accuracy per order (%) | spread | std | agreement (%) |"
-        lines = [head, "|" + "---|" * 9] + [
-            f"| {md(r['model'])} | {md(r['setting'])} | {md(r['scorer'])} | {r['orders']} | {r['n']} | "
-            f"{r['accuracies']} | "
-            f"{r['spread']} | {r['std']} | {r['agreement']} |"
-            for r in rows
-        ]
-        sections.append("## Demo-order sensitivity\n\n" + "\n".join(lines) + "\n")
-    (out / "report.md").write_text("\n".join(sections), encoding="utf-8")
-    paths.append(out / "report.md")
-
-    if latex:
-        from mmctx.report import latex as tex
-
-        (out / "table1.tex").write_text(tex.table1_latex(cells), encoding="utf-8")
-        paths.append(out / "table1.tex")
-        for scorer, name in (("generate", "table4.tex"), ("ppl", "table5.tex")):
-            if scorer in scorers:
-                (out / name).write_text(tex.accuracy_table_latex(cells, scorer), encoding="utf-8")
-                paths.append(out / name)
-
-    if figures:
-        from mmctx.report import paper_figures as fig
-
-        for scorer in ("generate", "ppl"):
-            if scorer in scorers:
-                paths += fig.accuracy_bars(cells, scorer, out / f"accuracy_{scorer}")
-            mine = [d for d in diff if d.scorer == scorer]
-            if mine:
-                paths += fig.difficulty_bars(mine, out / f"difficulty_{scorer}")
-        if unc:
-            paths += fig.uncertainty_violins([(m, splits) for m, splits, _ in unc], out / "uncertainty")
-            paths += fig.reliability_diagrams([(m, diagrams) for m, _, diagrams in unc], out / "reliability")
-    return paths

@@ -102,7 +102,8 @@ def with_similar_demos(
     queries: list[Sample], pool: list[Sample], root: Path, work: Path, encoder: str, k: int, seed: int
 ) -> list[Sample]:
     """Similar and random demos retrieved as curation does (near-duplicates and same images excluded)."""
-    from mmctx.curate.pipeline import embed_step, group_name, retrieve_step
+    from mmctx.curate.pipeline import embed_step, retrieve_step
+    from mmctx.data.groups import group_name
 
     samples = queries + pool
     embeddings = embed_step(samples, root, work / "curation", encoder, progress=False)

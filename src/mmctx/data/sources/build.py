@@ -98,7 +98,7 @@ def convert_sources(root: Path, names: list[str]) -> tuple[dict[str, Conversion]
 
 def pool_from_recipe(recipe: Recipe, conversions: dict[str, Conversion]) -> list[Sample]:
     """The samples the recipe asks for, each given its group's task (the kind follows the format)."""
-    from mmctx.curate.pipeline import KIND
+    from mmctx.data.groups import KIND
 
     wanted: dict[tuple[str, str], RecipeGroup] = {}
     for g in recipe.groups:
@@ -169,7 +169,7 @@ def drop_content_duplicates(pool: list[Sample], root: Path) -> tuple[list[Sample
 
 def drop_small_groups(pool: list[Sample], k: int, demos: int) -> tuple[list[Sample], dict[str, int]]:
     """The pool without groups too small to curate (k queries + demos), and those groups' sizes."""
-    from mmctx.curate.pipeline import groups_of
+    from mmctx.data.groups import groups_of
 
     small = {name: len(g) for name, g in groups_of(pool).items() if len(g) < k + demos}
     kept = [s for name, g in groups_of(pool).items() if name not in small for s in g]
@@ -185,7 +185,7 @@ def composition(benchmark_queries: list[Sample], benchmark_demos: list[Sample], 
     the augmentation the paper adds on top. A sample that is both is counted once, as similar, so
     the two columns add up to the demo table.
     """
-    from mmctx.curate.pipeline import KIND
+    from mmctx.data.groups import KIND
 
     similar = {k for q in benchmark_queries for k in q.demo_keys.get("similar", [])}
     rows: dict[tuple[str, str, str], Counter] = defaultdict(Counter)
