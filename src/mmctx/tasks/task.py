@@ -93,9 +93,7 @@ def _load_entry_points() -> None:
 
 
 def task_names() -> list[str]:
-    """Every task known now: built-in, entry points, and any file already loaded."""
-    import mmctx.tasks.builtin  # noqa: F401  (registers the built-in tasks)
-
+    """Every task known now: built-in (registered when `mmctx.tasks` is imported) and entry points."""
     _load_entry_points()
     return sorted(_REGISTRY)
 
