@@ -11,7 +11,7 @@ pytest.importorskip("openai")
 
 from mmctx.models.openai import OpenAIBackend
 from mmctx.models.retry import RetryPolicy
-from mmctx.run.store import ResponseStore
+from mmctx.models.store import ResponseStore
 from mmctx.schema import Sample
 from mmctx.score.evaluators.judged import ConclusionsJudge, RubricJudge, SemanticJudge
 from mmctx.score.judging import JudgeRunner, JudgeUnavailable, probe

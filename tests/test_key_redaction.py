@@ -20,7 +20,7 @@ from mmctx.cli import app
 from mmctx.data.clbench.loader import load_clbench, write_clbench
 from mmctx.data.clbench.toy import write_toy_suite
 from mmctx.jsonl import read_jsonl
-from mmctx.run.store import ResponseStore
+from mmctx.models.store import ResponseStore
 from tests.fixtures.chat_server import ChatServer, Fault
 from tests.fixtures.clbench import scripted_judge
 

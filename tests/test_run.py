@@ -159,7 +159,7 @@ def _run_cli(bench: Path, run: Path) -> list[str]:
 STOP_AFTER = 8
 _STOPPING_CHILD = f"""
 import os, signal, sys
-from mmctx.run.store import ResponseStore
+from mmctx.models.store import ResponseStore
 
 commit = ResponseStore.put_many
 

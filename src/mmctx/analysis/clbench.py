@@ -159,8 +159,8 @@ def failure_report(run_dir: Path, tags: Path | None, template: Path | None, judg
 def _proposed_tags(run_dir: Path, rows: list[dict], judge: Backend, tagger) -> dict[str, str]:
     from mmctx.analysis.failures import failed_rows
     from mmctx.data.clbench.loader import load_clbench
+    from mmctx.models.store import ResponseStore, backend_secrets
     from mmctx.run.context import JUDGE_STORE, probe_all
-    from mmctx.run.store import ResponseStore, backend_secrets
     from mmctx.score.judging import JudgeRunner
 
     probe_all(judge, None)

@@ -93,9 +93,9 @@ def _benchmark(out: Path, queries_per_task: int):
 
 def _grid(row: FamilyRow, backend, bench, run_dir: Path) -> None:
     from mmctx.models.base import ScoreRequest
+    from mmctx.models.store import ResponseStore
     from mmctx.run.evaluate import evaluate
     from mmctx.run.plan import GenerationLimits
-    from mmctx.run.store import ResponseStore
 
     evaluate(
         bench.root, str(backend.info.name), run_dir, settings=GRID, scorers="generate,ppl", tasks=TASKS,

@@ -28,6 +28,7 @@ import mmctx
 from mmctx.data.clbench.suite import subset_or_none, table_level
 from mmctx.jsonl import read_jsonl
 from mmctx.models.base import Backend, GenerateRequest, Generation, ModelInfo
+from mmctx.models.store import ResponseStore, backend_secrets
 from mmctx.prompts.context import (
     DEFAULT_SYSTEM,
     TaskFormat,
@@ -39,7 +40,6 @@ from mmctx.prompts.context import (
 from mmctx.prompts.messages import Prompt, prompt_fingerprint, render_text
 from mmctx.run.files import MANIFEST, REQUESTS, RESULTS, STORE
 from mmctx.run.runner import RunError, _failure, _guarded, _progress, _write_atomic, open_run_manifest, run_lock
-from mmctx.run.store import ResponseStore, backend_secrets
 from mmctx.schema import Benchmark, Sample, validate_sample
 from mmctx.score.evaluators import Evaluator, Verdict, get_evaluator
 from mmctx.score.extract.prepare import strip_reasoning

@@ -40,6 +40,7 @@ from typing import Any
 
 from mmctx.models import BUILTIN_PREFIX, cache_root, load_backend, resolve_builtin
 from mmctx.models.base import Backend, Capabilities, ModelInfo
+from mmctx.models.store import backend_secrets
 from mmctx.prompts.messages import ImagePart, Message, file_sha256
 from mmctx.run.plan import PlannedRequest
 from mmctx.run.runner import (
@@ -52,7 +53,6 @@ from mmctx.run.runner import (
     manifest_for,
     open_run,
 )
-from mmctx.run.store import backend_secrets
 
 Row = tuple[str, str, str, dict[str, Any], str | None]  # (key, request_id, kind, payload, error)
 

@@ -39,9 +39,9 @@ from rich.text import Text
 import mmctx
 from mmctx.jsonl import read_jsonl
 from mmctx.models.base import Backend, GenerateRequest, Generation, ModelInfo, OptionScores, ScoreRequest
+from mmctx.models.store import ResponseStore, backend_secrets
 from mmctx.run.files import LOCK, MANIFEST, REQUESTS, STORE
 from mmctx.run.plan import GenerationLimits, PlannedRequest
-from mmctx.run.store import ResponseStore, backend_secrets
 from mmctx.score.extract import EXTRACTOR_VERSION
 
 

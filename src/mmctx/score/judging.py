@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, TypeVar
 
 from mmctx.models.base import Backend, GenerateRequest
+from mmctx.models.store import ResponseStore
 from mmctx.prompts.messages import Message, Prompt, TextPart, prompt_fingerprint
-from mmctx.run.store import ResponseStore
 from mmctx.schema import Sample
 from mmctx.score.evaluators.base import Extraction, Judge, JudgeReplyError, Verdict
 from mmctx.score.evaluators.extractor import (

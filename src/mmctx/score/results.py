@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from mmctx.jsonl import read_jsonl
+from mmctx.models.store import ResponseStore
 from mmctx.run.files import REQUESTS, RESULTS, STORE, SUMMARY
-from mmctx.run.store import ResponseStore
 from mmctx.score import metrics
 from mmctx.score.extract import extract_choice
 
