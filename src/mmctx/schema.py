@@ -14,7 +14,6 @@ validation) can be led to a file the folder does not hold.
 from __future__ import annotations
 
 import hashlib
-import math
 import warnings
 from collections import Counter
 from dataclasses import dataclass
@@ -22,7 +21,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from mmctx import answers
 
 Format = Literal["mcqa", "caption_foil", "binary", "open"]
 FORMATS: tuple[str, ...] = ("mcqa", "caption_foil", "binary", "open")
@@ -43,9 +44,10 @@ TASKS: tuple[str, ...] = (
 # Answers a binary verification item may carry.
 BINARY_CHOICES: tuple[str, str] = ("Yes", "No")
 
-# Open-answer (context-learning) items: what the gold answer is, and the capability level.
-AnswerType = Literal["option", "number", "string", "list", "route", "rubrics", "conclusions", "point"]
-ANSWER_TYPES: tuple[str, ...] = ("option", "number", "string", "list", "route", "rubrics", "conclusions", "point")
+# Open-answer (context-learning) items: the registered answer types (a live view: an evaluator
+# may register its own, see `mmctx.answers`), and the capability level.
+ANSWER_TYPES = answers.ANSWER_TYPES
+AnswerType = answers.AnswerType
 # CLBench-V's three levels, and the boundary cases its Table 1 allows.
 LEVELS: tuple[str, ...] = ("L0", "L1", "L2", "L0–L1", "L1–L2")
 
@@ -125,10 +127,17 @@ class Sample(BaseModel):
     demo_keys: dict[str, list[str]] = Field(default_factory=dict)
     meta: dict[str, Any] = Field(default_factory=dict)
     blocks: list[ContextBlock] = Field(default_factory=list)
-    answer_type: AnswerType | None = None
+    answer_type: str | None = None  # a name in `mmctx.answers` (checked when the record is built)
     gold: Any = None
     evaluator: str = ""
     level: str = ""
+
+    @field_validator("answer_type")
+    @classmethod
+    def _registered_answer_type(cls, value: str | None) -> str | None:
+        if value is not None and value not in ANSWER_TYPES:
+            raise ValueError(f"unknown answer type {value!r}; known: {list(ANSWER_TYPES)}")
+        return value
 
     @property
     def context_images(self) -> list[str]:
@@ -406,69 +415,8 @@ def validate_open(
 
 
 def gold_problem(answer_type: str | None, gold: Any) -> str | None:
-    """What is wrong with ``gold`` for ``answer_type`` (see `Sample`), or None."""
-
-    def is_number(x: Any) -> bool:
-        # Finite only: a tolerance of Infinity accepts every answer, and NaN compares to nothing.
-        return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-    def str_list(x: Any) -> bool:
-        return isinstance(x, list) and all(isinstance(v, str) and v.strip() for v in x)
-
-    if answer_type is None:
-        return None
-    if answer_type == "option":
-        ok = isinstance(gold, str) and len(gold.strip()) == 1 and gold.strip().isalpha()
-        return None if ok else f"option gold must be one letter, not {gold!r}"
-    if answer_type == "number":
-        if not isinstance(gold, dict) or not is_number(gold.get("value")):
-            return f"number gold must be {{'value': <finite number>, ...}}, not {gold!r}"
-        for tol in ("rel_tol", "abs_tol"):
-            if tol in gold and not (is_number(gold[tol]) and gold[tol] >= 0):
-                return f"number gold's {tol} must be a finite non-negative number, not {gold[tol]!r}"
-        return None
-    if answer_type == "string":
-        ok = (isinstance(gold, str) and gold.strip()) or (str_list(gold) and gold)
-        return None if ok else f"string gold must be non-empty text or a list of aliases, not {gold!r}"
-    if answer_type in ("list", "rubrics", "conclusions"):
-        if not str_list(gold) or not gold:
-            return f"{answer_type} gold must be a non-empty list of non-empty strings, not {gold!r}"
-        return None
-    if answer_type == "route":
-        if not isinstance(gold, dict):
-            return f"route gold must be an object, not {type(gold).__name__}"
-        missing = [k for k in ("station_1", "station_2", "metro") if not gold.get(k)]
-        if missing:
-            return f"route gold lacks {missing}"
-        if not all(isinstance(gold[k], str) for k in ("station_1", "station_2")):
-            return "route gold's station_1 and station_2 must be station names"
-        metro = gold["metro"]
-        if not isinstance(metro, dict) or not all(str_list(v) for v in metro.values()):
-            return "route gold's metro must map line names to lists of station names"
-        routes = gold.get("routes", {})
-        segment_keys = ("route_name", "departure_stop", "arrival_stop")
-
-        def is_segment(seg: Any) -> bool:
-            return isinstance(seg, dict) and all(isinstance(seg.get(k), str) for k in segment_keys)
-
-        if not isinstance(routes, dict) or not all(
-            isinstance(plan, list) and all(is_segment(seg) for seg in plan) for plan in routes.values()
-        ):
-            return "route gold's routes must map plans to lists of segments (route_name, departure_stop, arrival_stop)"
-        if gold.get("variant", "short") not in ("short", "long_num_via", "long_via"):
-            return f"route gold's variant must be short, long_num_via or long_via, not {gold.get('variant')!r}"
-        return None
-    if answer_type == "point":
-        keys = [k for k in ("xyz", "xy") if isinstance(gold, dict) and k in gold]
-        coords = gold[keys[0]] if len(keys) == 1 else None
-        dims = {"xyz": 3, "xy": 2}.get(keys[0]) if len(keys) == 1 else None
-        if not (isinstance(coords, list) and len(coords) == dims and all(is_number(v) for v in coords)):
-            shapes = "{'xyz': [x, y, z], 'radius': r} or {'xy': [x, y], 'radius': r}"
-            return f"point gold must be {shapes}, not {gold!r}"
-        if not (is_number(gold.get("radius")) and gold["radius"] > 0):
-            return "point gold needs a positive radius"
-        return None
-    return f"unknown answer type {answer_type!r}"
+    """What is wrong with ``gold`` for ``answer_type`` (see `Sample` and `mmctx.answers`), or None."""
+    return answers.gold_problem(answer_type, gold)
 
 
 def _image_problem(rel: str, root: Path | None, check_files: bool, confine_links: bool = True) -> str | None:

@@ -16,10 +16,11 @@ and tokenizer.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from mmctx.answers import ANSWER_TYPES
 from mmctx.prompts.messages import ImagePart, Message, Part, Prompt, TextPart
 from mmctx.schema import ContextBlock, Sample, resolve_image
 
@@ -65,39 +66,50 @@ DEFAULT_TASKS: dict[str, str] = {
     ),
 }
 
-# Answer-format suffixes: what the evaluator parses, and what the repair prompt asks for.
-# "mcq", "short", "roe" and "route" are the paper's (appendix B); "point", "list", "conclusions"
-# and "rubrics" give the answer types that no subset suffix of the paper describes a form of their own.
-SUFFIXES: dict[str, str] = {
+# Answer-format suffixes: what the evaluator parses, and what the repair prompt asks for. A subset
+# names one by key. "mcq", "short", "roe" and "route" are the paper's (appendix B); every answer
+# type lists its own instruction under its suffix key (`mmctx.answers`: "mcq" is the option
+# instruction, "short" the number and string one), so a registered type brings its suffix along.
+# "roe" is the one suffix of a subset (Financial Report ROE, number items) that is no type's.
+SUBSET_SUFFIXES: dict[str, str] = {
     "": "",
-    "mcq": "End with exactly one final line: Answer: <letter>",
-    "short": "End with exactly one final line: Answer: <answer>",
     "roe": "End with exactly one final line: ROE: <value>%",
-    "route": (
-        "Return only route segments, separated by a line containing only --, each segment as:\n"
-        "Route Name: <line>\nDeparture Stop: <stop>\nArrival Stop: <stop>\nVia Stops: <stops, when required>"
-    ),
-    "point": (
-        "End with exactly one final line: Answer: (x, y, z) with the point's coordinates in the order the "
-        "question gives them, as many as it asks for"
-    ),
-    "list": "End with exactly one final line: Answer: <item>; <item>; ... (every item, separated by semicolons)",
-    "conclusions": "Return the conclusions as a numbered list, one per line: 1. <conclusion>",
-    "rubrics": "Answer the task directly and completely; the whole response is graded against the task's requirements.",
 }
 
+
+class _Suffixes(Mapping[str, str]):
+    """Suffix key -> instruction: the subset-only suffixes, then every registered answer type's."""
+
+    def _table(self) -> dict[str, str]:
+        return {**SUBSET_SUFFIXES, **{t.suffix: t.instruction for t in ANSWER_TYPES.values()}}
+
+    def __getitem__(self, key: str) -> str:
+        return self._table()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
+class _AnswerTypeSuffixes(Mapping[str, str]):
+    """Answer type -> the suffix key its items are asked with when their subset gives none that fits."""
+
+    def __getitem__(self, answer_type: str) -> str:
+        return ANSWER_TYPES[answer_type].suffix
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(ANSWER_TYPES)
+
+    def __len__(self) -> int:
+        return len(ANSWER_TYPES)
+
+
+SUFFIXES: Mapping[str, str] = _Suffixes()
 # The answer-format instruction each answer type is asked with when its subset gives none that
-# fits (see `suffix_key`). Every answer type of `mmctx.schema.ANSWER_TYPES` has one.
-ANSWER_TYPE_SUFFIXES: dict[str, str] = {
-    "option": "mcq",
-    "number": "short",
-    "string": "short",
-    "list": "list",
-    "route": "route",
-    "rubrics": "rubrics",
-    "conclusions": "conclusions",
-    "point": "point",
-}
+# fits (see `suffix_key`). Every registered answer type has one (read live from `mmctx.answers`).
+ANSWER_TYPE_SUFFIXES: Mapping[str, str] = _AnswerTypeSuffixes()
 
 # What the repair prompt names as the required format when a template carries its own.
 TEMPLATE_FORMATS: dict[str, str] = {

@@ -133,6 +133,7 @@ def record_to_sample(record: dict[str, Any], where: str = "record") -> Sample:
     for field in ("answer_type", "evaluator", "level"):
         if record.get(field) is not None and not isinstance(record[field], str):
             raise _bad_field(where, field, "text", record[field])
+    # The registry is read live: an evaluator module that brings its own answer type registers it.
     if record.get("answer_type") and record["answer_type"] not in ANSWER_TYPES:
         raise SuiteFormatError(
             f"{where}: field 'answer_type' must be one of {list(ANSWER_TYPES)}, not {record['answer_type']!r}"
