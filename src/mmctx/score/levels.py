@@ -29,7 +29,7 @@ from typing import Any
 from mmctx.data.clbench.suite import LEVEL_ORDER, SUBSETS, subset_or_none
 from mmctx.data.clbench.suite import table_level as suite_table_level
 from mmctx.jsonl import read_jsonl  # still importable from here; the reader is mmctx.jsonl's
-from mmctx.score.evaluators.base import OUTCOMES
+from mmctx.score.evaluators.base import OUTCOMES, evaluator_metrics
 
 __all__ = ["LevelScores", "aggregate", "dataset_order", "load_run"]
 
@@ -59,8 +59,8 @@ class LevelScores:
     outcomes: dict[str, int]
     roe_mae: dict[str, float] = field(default_factory=dict)
     roe_mae_n: dict[str, int] = field(default_factory=dict)
-    # Per dataset, secondary metrics as (mean, n): ReasonMap's map score beside its binary
-    # topology score, CourtSI's MA / MRA / LocA split (non-scored samples count 0 in each).
+    # Per dataset, the metrics its evaluator declares, as (mean, n): ReasonMap's map score beside
+    # its binary topology score, CourtSI's MA / MRA / LocA split (non-scored samples count 0 in each).
     sub_scores: dict[str, dict[str, tuple[float, int]]] = field(default_factory=dict)
 
     def non_scored(self) -> dict[str, dict[str, int]]:
@@ -148,7 +148,7 @@ def aggregate(rows: Iterable[Mapping[str, Any]], model: str | None = None) -> Le
         detail = row.get("detail") or {}
         if row.get("evaluator") == ROE_EVALUATOR and row["outcome"] == "scored" and "abs_error" in detail:
             abs_errors[subset].append(float(detail["abs_error"]))
-        for name, value in _sub_scores(row, detail):
+        for name, value in _sub_scores(row):
             subs[subset][name].append(value)
     if not counts:
         raise ValueError("no results rows to aggregate")
@@ -157,21 +157,15 @@ def aggregate(rows: Iterable[Mapping[str, Any]], model: str | None = None) -> Le
     )
 
 
-_COURTSI_METRIC = {"option": "MA", "number": "MRA", "point": "LocA"}
-
-
-def _sub_scores(row: Mapping[str, Any], detail: Mapping[str, Any]) -> list[tuple[str, float]]:
-    """The secondary metrics a row contributes to: ReasonMap's map score, CourtSI's metric split."""
-    scored = row["outcome"] == "scored"
-    if row.get("evaluator") == "route" and row["outcome"] != "invalid_sample":
-        value = detail.get("map_score") if scored else 0.0
-        return [("map score", float(value))] if isinstance(value, (int, float)) else []
-    if row.get("evaluator") == "courtsi":
-        # The evaluator names the metric (a counting question is a number scored as MA); rows
-        # written before it did fall back to the answer type's usual metric.
-        metric = detail.get("metric") or _COURTSI_METRIC.get(row.get("answer_type"))
-        return [(str(metric), float(row["score"]))] if metric else []
-    return []
+def _sub_scores(row: Mapping[str, Any]) -> list[tuple[str, float]]:
+    """The metrics a row contributes to: those its evaluator declares (`Evaluator.metrics`:
+    ReasonMap's map score, CourtSI's MA / MRA / LocA split, …), each where it counts the row."""
+    found = []
+    for metric in evaluator_metrics(str(row.get("evaluator") or "")):
+        value = metric.value(row)
+        if value is not None:
+            found.append((metric.name, float(value)))
+    return found
 
 
 def _collect(model, sums, counts, outcomes, levels, abs_errors, subs) -> LevelScores:

@@ -21,9 +21,11 @@ Tables count all of them in the denominator with score 0, and print the counts b
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from mmctx.answers import AnswerType, answer_type, register_answer_type
 from mmctx.prompts.messages import Prompt
 from mmctx.schema import Sample
 
@@ -95,8 +97,38 @@ class Judge(Protocol):
     def verdict(self, sample: Sample, answer: str, parsed: dict[str, Any]) -> Verdict: ...
 
 
+@dataclass(frozen=True)
+class Metric:
+    """A per-dataset metric an evaluator reports beside the score: the mean of ``value`` over the rows.
+
+    ``value(row)`` reads one results row (``outcome``, ``score``, ``answer_type``, ``detail``…) and
+    gives the row's value, or None when the row does not count towards this metric (a CourtSI
+    option item counts towards MA, not LocA). The tables print each metric as ``name mean (n=…)``.
+    """
+
+    name: str
+    value: Callable[[Mapping[str, Any]], float | None]
+
+
+def scored_or_zero(row: Mapping[str, Any]) -> float:
+    """A row's score, with every non-scored outcome counted as 0 (as the level tables count it)."""
+    return float(row.get("score", 0.0)) if row.get("outcome") == "scored" else 0.0
+
+
+ACCURACY = Metric("accuracy", scored_or_zero)
+
+
 @runtime_checkable
 class Evaluator(Protocol):
+    """What `register` accepts. Two more attributes are read when present (the declaration of
+    everything an evaluator brings, in its own module):
+
+      - ``answer_types``: the answer types it grades, by name or as an `mmctx.answers.AnswerType`
+        record that `register` registers (a new type: its gold check and format instruction);
+      - ``metrics``: the `Metric` s it reports per dataset beside the score (the level tables read
+        them through `evaluator_metrics`, so a new metric needs no edit there).
+    """
+
     name: str
     free_form: bool  # when rules find no answer, an extractor model may be asked
     judge: Judge | None  # None: `score` decides
@@ -121,10 +153,36 @@ def _load_builtins() -> None:
 
 
 def register(evaluator: Evaluator) -> Evaluator:
+    """Add ``evaluator`` under its name, registering the answer types it brings (see `Evaluator`).
+
+    A declared type given by name must be registered already, so a typo fails at import, not at
+    the first item. Answer types are registered before the evaluator: a refused type leaves no
+    evaluator behind that grades it.
+    """
     if evaluator.name in _REGISTRY:
         raise ValueError(f"evaluator {evaluator.name!r} registered twice")
+    for kind in getattr(evaluator, "answer_types", ()):
+        if isinstance(kind, AnswerType):
+            register_answer_type(kind)
+        else:
+            answer_type(kind)  # KeyError naming the known types
+    for metric in evaluator_metrics_of(evaluator):
+        if not isinstance(metric, Metric):
+            raise TypeError(f"evaluator {evaluator.name!r}: metrics must be Metric records, not {metric!r}")
     _REGISTRY[evaluator.name] = evaluator
     return evaluator
+
+
+def evaluator_metrics_of(evaluator: Evaluator) -> tuple[Metric, ...]:
+    return tuple(getattr(evaluator, "metrics", ()))
+
+
+def evaluator_metrics(name: str) -> tuple[Metric, ...]:
+    """The metrics evaluator ``name`` reports; none for a name not registered in this process
+    (a run scored by an evaluator whose module is not imported here still aggregates)."""
+    _load_builtins()
+    found = _REGISTRY.get(name)
+    return () if found is None else evaluator_metrics_of(found)
 
 
 def get_evaluator(name: str) -> Evaluator:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import ClassVar
 
 from mmctx.schema import Sample
 from mmctx.score.extract import extract_choice
@@ -169,6 +170,7 @@ class ChoiceEvaluator:
     name: str = "choice"
     free_form: bool = False
     judge: Judge | None = None
+    answer_types: ClassVar[tuple[str, ...]] = ("option",)
 
     def extract(self, sample: Sample, response: str) -> Extraction:
         return extract_letter(sample, response)

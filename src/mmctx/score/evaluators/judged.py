@@ -29,7 +29,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from mmctx.prompts.messages import Message, Prompt, TextPart
 from mmctx.schema import Sample
@@ -348,6 +348,7 @@ class SemanticEvaluator:
 
     name: str
     judge: SemanticJudge
+    answer_types: ClassVar[tuple[str, ...]] = ("string", "number", "list")
     free_form: bool = True
     typed_extraction: bool = False  # MMLongBench asks the extractor for the answer's type too
     baseline: str = "exact"  # "exact" (normalised exact match) or "mmlongbench" (MMLongBench-Doc's rules)
@@ -497,6 +498,7 @@ class RubricEvaluator:
     judge: RubricJudge = RubricJudge()
     free_form: bool = False
     requires_judge: bool = True
+    answer_types: ClassVar[tuple[str, ...]] = ("rubrics",)
 
     def extract(self, sample: Sample, response: str) -> Extraction:
         return Extraction(strip_reasoning(response), rule="whole_response")
@@ -635,6 +637,7 @@ class ConclusionsEvaluator:
     judge: ConclusionsJudge = ConclusionsJudge()
     free_form: bool = False
     requires_judge: bool = True
+    answer_types: ClassVar[tuple[str, ...]] = ("conclusions",)
 
     def extract(self, sample: Sample, response: str) -> Extraction:
         items = split_conclusions(strip_reasoning(response))

@@ -40,6 +40,7 @@ import math
 import re
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
+from typing import ClassVar
 
 from mmctx.schema import Sample
 
@@ -140,6 +141,7 @@ class NumericEvaluator:
     name: str = "numeric"
     free_form: bool = False
     judge: Judge | None = None
+    answer_types: ClassVar[tuple[str, ...]] = ("number",)
 
     def extract(self, sample: Sample, response: str) -> Extraction:
         return extract_number(response)
@@ -228,6 +230,7 @@ class RoeEvaluator:
     name: str = "roe"
     free_form: bool = False
     judge: Judge | None = None
+    answer_types: ClassVar[tuple[str, ...]] = ("number",)
 
     def extract(self, sample: Sample, response: str) -> Extraction:
         text = final_answer_text(response)

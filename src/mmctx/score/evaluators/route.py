@@ -56,11 +56,11 @@ import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any
+from typing import Any, ClassVar
 
 from mmctx.schema import Sample
 
-from .base import Extraction, Judge, Verdict, register
+from .base import Extraction, Judge, Metric, Verdict, register
 from .text import final_answer_text
 
 VARIANTS: tuple[str, ...] = ("short", "long_num_via", "long_via")
@@ -371,11 +371,22 @@ def _gold_problem(gold: Any) -> str | None:
 _FORMAT = "segments 'Route Name: …', 'Departure Stop: …', 'Arrival Stop: …', separated by a line '--'"
 
 
+def _map_score(row: Mapping[str, Any]) -> float | None:
+    """ReasonMap's map score beside the binary topology score; non-scored items count 0, an
+    invalid item not at all (it has no map to score against)."""
+    if row["outcome"] == "invalid_sample":
+        return None
+    value = (row.get("detail") or {}).get("map_score") if row["outcome"] == "scored" else 0.0
+    return float(value) if isinstance(value, (int, float)) else None
+
+
 @dataclass(frozen=True)
 class RouteEvaluator:
     name: str = "route"
     free_form: bool = False
     judge: Judge | None = None
+    answer_types: ClassVar[tuple[str, ...]] = ("route",)
+    metrics: ClassVar[tuple[Metric, ...]] = (Metric("map score", _map_score),)
 
     def extract(self, sample: Sample, response: str) -> Extraction:
         segments = parse_segments(final_answer_text(response))

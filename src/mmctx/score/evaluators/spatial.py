@@ -31,11 +31,13 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from mmctx.schema import Sample
 
-from .base import Extraction, Judge, Verdict, register
+from .base import Extraction, Judge, Metric, Verdict, register
 from .choice import extract_letter, score_letter
 from .numeric import extract_number, gold_number
 from .text import answer_line, boxed, final_answer_text, parse_number
@@ -125,11 +127,28 @@ def extract_point(response: str, dims: int = 2) -> Extraction:
     return Extraction(None, issue=f"no point given as 'Answer: {form}'")
 
 
+# The metric an answer type is scored by, for rows written before ``detail["metric"]`` named it.
+_METRIC_OF_TYPE = {"option": "MA", "number": "MRA", "point": "LocA"}
+
+
+def _metric_share(name: str) -> Metric:
+    """CourtSI's per-metric split: a row counts towards the metric it was scored by (a counting
+    question is a number scored as MA), with its score (non-scored rows count 0)."""
+
+    def value(row: Mapping[str, Any]) -> float | None:
+        metric = (row.get("detail") or {}).get("metric") or _METRIC_OF_TYPE.get(row.get("answer_type"))
+        return float(row["score"]) if metric == name else None
+
+    return Metric(name, value)
+
+
 @dataclass(frozen=True)
 class CourtSIEvaluator:
     name: str = "courtsi"
     free_form: bool = False
     judge: Judge | None = None
+    answer_types: ClassVar[tuple[str, ...]] = ("option", "number", "point")
+    metrics: ClassVar[tuple[Metric, ...]] = tuple(_metric_share(m) for m in ("MA", "MRA", "LocA"))
 
     def extract(self, sample: Sample, response: str) -> Extraction:
         if sample.answer_type == "option":

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import ClassVar
 
 from mmctx.schema import Sample
 
@@ -90,6 +91,7 @@ class ZeroBenchEvaluator:
     name: str = "zerobench"
     free_form: bool = False
     judge: Judge | None = None
+    answer_types: ClassVar[tuple[str, ...]] = ("string",)
 
     def extract(self, sample: Sample, response: str) -> Extraction:
         value = curly(final_answer_text(response))
@@ -160,6 +162,7 @@ class ReasonMapPlusEvaluator:
     name: str = "reasonmap_plus"
     free_form: bool = False
     judge: Judge | None = None
+    answer_types: ClassVar[tuple[str, ...]] = ("string",)
 
     def extract(self, sample: Sample, response: str) -> Extraction:
         text = final_answer_text(response)
