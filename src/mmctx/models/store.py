@@ -97,12 +97,16 @@ class ResponseStore:
     def keys(self) -> set[str]:
         return {row[0] for row in self._db.execute("SELECT key FROM responses")}
 
-    def put_many(self, rows: Iterable[tuple[str, str, str, dict[str, Any], str | None]]) -> None:
-        """Commit ``(key, request_id, kind, payload, error)`` rows in one transaction, secrets taken out."""
+    def put_many(self, rows: Iterable[tuple[str, str, str, dict[str, Any], str | None]], replace: bool = False) -> None:
+        """Commit ``(key, request_id, kind, payload, error)`` rows in one transaction, secrets taken out.
+
+        A key already stored keeps its row, unless ``replace`` (a retried error's new answer).
+        """
         now = time.time()
+        verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
         with self._db:
             self._db.executemany(
-                "INSERT OR IGNORE INTO responses (key, request_id, kind, payload, error, created) VALUES (?, ?, ?, ?, ?, ?)",
+                f"{verb} INTO responses (key, request_id, kind, payload, error, created) VALUES (?, ?, ?, ?, ?, ?)",
                 [self._row(k, rid, kind, payload, err, now) for k, rid, kind, payload, err in rows],
             )
 
@@ -121,6 +125,18 @@ class ResponseStore:
         out = {}
         for key, payload, error in self._db.execute("SELECT key, payload, error FROM responses"):
             out[key] = {**json.loads(payload), "error": error}
+        return out
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The stored responses among ``keys``, by key, with their error (None if it succeeded)."""
+        wanted = list(dict.fromkeys(keys))
+        out = {}
+        for start in range(0, len(wanted), 500):  # SQLite bounds the number of bound parameters
+            chunk = wanted[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            query = f"SELECT key, payload, error FROM responses WHERE key IN ({marks})"
+            for key, payload, error in self._db.execute(query, chunk):
+                out[key] = {**json.loads(payload), "error": error}
         return out
 
     def by_kind(self, kind: str) -> dict[str, dict[str, Any]]:

@@ -1,8 +1,10 @@
 """Judge and extractor calls against a real backend, with their own cache and a parse-retry budget.
 
-`JudgeRunner` sends every call of one round to ``backend.generate`` as one list (the backend
-paces and retries HTTP failures itself; sampling — greedy — is its business too), stores each
-reply as it comes back, and re-asks what did not parse. The verdicts it returns are never
+`JudgeRunner` sends the calls of one round through a `StoredBackend` (the one mechanism every
+model call outside an evaluation run shares): what the store holds is replayed, the rest goes
+to the backend in batches of a few times its declared concurrency (the backend paces and
+retries HTTP failures itself, and sampling — greedy — is its business too), each batch committed as it returns, so a killed scoring pass resumes without
+asking a stored call again. What did not parse is re-asked. The verdicts it returns are never
 dropped: a reply that fails to parse ``attempts`` times, or a backend that keeps failing,
 gives ``Verdict.failed("judge_error", …)`` with the replies and the cause kept, so tables count
 it (score 0, outcome shown) instead of losing it from the denominator as CL-bench's script does.
@@ -11,7 +13,9 @@ Cache keys hash the judge model's identity (name, revision, backend, settings), 
 name, the rendered prompt (`prompt_fingerprint`), the reply budget and the attempt number.
 The attempt number is in the key so a stored unparseable reply is not replayed as the answer
 to the re-ask; a run repeated over the same store replays every round and calls nothing.
-Backend errors are not stored: they are transient, and a later run should ask again.
+Backend errors are not stored (``store_errors=False``): they are transient, verdicts are
+re-derived on every scoring pass and scoring has no ``--retry-errors``, so a later pass should
+simply ask again.
 """
 
 from __future__ import annotations
@@ -20,10 +24,11 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from mmctx.models.base import Backend, GenerateRequest
+from mmctx.models.base import Backend, GenerateRequest, Generation
 from mmctx.models.store import ResponseStore
+from mmctx.models.stored import StoredBackend, StoredCall
 from mmctx.prompts.messages import Message, Prompt, TextPart, prompt_fingerprint
 from mmctx.schema import Sample
 from mmctx.score.evaluators.base import Extraction, Judge, JudgeReplyError, Verdict
@@ -101,6 +106,8 @@ class JudgeRunner:
         self.backend = backend
         self.store = store
         self.attempts = attempts
+        # A stored error (none is written here) would be asked again, as before the wrapper.
+        self.calls = StoredBackend(backend, store, KIND, retry_errors=True, store_errors=False)
         info = backend.info
         self._identity = {
             "name": info.name,
@@ -169,69 +176,48 @@ class JudgeRunner:
     def _run(self, calls: list[_Call], read: Callable[[_Call, str], T]) -> list[T | _Failed]:
         """Ask every call, round by round, until each has a reading or its attempts are spent."""
         results: dict[int, T | _Failed] = {}
-        cache = self.store.get_all() if calls else {}
         pending = calls
+        model = asdict(self.backend.info)
         while pending:
             for call in pending:
                 call.key = self.key(call.name, call.prompt, call.max_new_tokens, call.attempt)
-            self._ask([c for c in pending if not _usable(cache.get(c.key))], cache)
-            pending = [c for c in pending if not self._settle(c, cache, read, results)]
+            asks = [
+                StoredCall(
+                    GenerateRequest(c.prompt, c.max_new_tokens),
+                    c.request_id,
+                    c.key,
+                    {"judge": c.name, "attempt": c.attempt, "model": model},
+                )
+                for c in pending
+            ]
+            replies = self.calls.generate_calls(asks)
+            pending = [c for c, g in zip(pending, replies) if not self._settle(c, g, read, results)]
         return [results[id(c)] for c in calls]
-
-    def _ask(self, calls: list[_Call], cache: dict[str, dict[str, Any]]) -> None:
-        """One batched ``generate`` for the calls not cached; successes are stored and cached at once."""
-        if not calls:
-            return
-        generations = self.backend.generate([GenerateRequest(c.prompt, c.max_new_tokens) for c in calls])
-        if len(generations) != len(calls):
-            raise RuntimeError(f"backend returned {len(generations)} generations for {len(calls)} requests")
-        rows = []
-        for call, g in zip(calls, generations):
-            if g.error is not None:
-                call.cause = g.error
-                continue
-            payload = {
-                "text": g.text,
-                "judge": call.name,
-                "attempt": call.attempt,
-                "truncated": g.truncated,
-                "prompt_tokens": g.prompt_tokens,
-                "output_tokens": g.output_tokens,
-                "model": asdict(self.backend.info),
-            }
-            cache[call.key] = payload
-            rows.append((call.key, call.request_id, KIND, payload, None))
-        self.store.put_many(rows)
 
     def _settle(
         self,
         call: _Call,
-        cache: dict[str, dict[str, Any]],
+        reply: Generation,
         read: Callable[[_Call, str], T],
         results: dict[int, T | _Failed],
     ) -> bool:
         """Read this attempt's reply; True when the call is done (read, or out of attempts)."""
-        stored = cache.get(call.key)
-        if _usable(stored):
-            reply = stored.get("text", "")
+        if reply.error is None:
             try:
-                results[id(call)] = read(call, reply)
+                results[id(call)] = read(call, reply.text)
                 return True
             except JudgeReplyError as exc:
-                call.replies.append(reply)
-                cut = " (the reply hit the token limit)" if stored.get("truncated") else ""
+                call.replies.append(reply.text)
+                cut = " (the reply hit the token limit)" if reply.truncated else ""
                 call.problems.append(f"attempt {call.attempt}: {exc}{cut}")
         else:
+            call.cause = reply.error
             call.problems.append(f"attempt {call.attempt}: backend error: {call.cause}")
         call.attempt += 1
         if call.attempt > self.attempts:
             results[id(call)] = _Failed(call)
             return True
         return False
-
-
-def _usable(stored: dict[str, Any] | None) -> bool:
-    return stored is not None and not stored.get("error")
 
 
 def _judge_error(judge: Judge, items: list[tuple[Sample, str]], failed: _Failed) -> Verdict:
