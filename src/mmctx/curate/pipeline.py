@@ -8,6 +8,7 @@ caption/foil queries per task separately — and each step writes its output und
     WORK/selection/<group>.json    Graph-Cut picks: ids, gains, λ, convention, ρ
     WORK/retrieval/<group>.json    per query: similar ids + cosines, random ids; exclusions
     WORK/rationales.jsonl          per demo: rationale outcome (status, attempts, injected)
+    WORK/responses.sqlite          every model reply the rationales step received (resumable)
     WORK/summary.json              the per-group table printed at the end
 
 The benchmark (queries with ``similar`` and ``random`` keys, the demo table, images) is
@@ -324,13 +325,28 @@ def rationale_targets(bench: Benchmark) -> list[Sample]:
 
 
 def rationales_step(
-    bench: Benchmark, source: str, work: Path, seed: int = 0, max_attempts: int = 3, **backend_kw
+    bench: Benchmark,
+    source: str,
+    work: Path,
+    seed: int = 0,
+    max_attempts: int = 3,
+    retry_errors: bool = False,
+    **backend_kw,
 ) -> dict:
-    """Fill the rationales of ``bench``'s CoT demos from ``source`` (``scene-graph`` or a model spec)."""
+    """Fill the rationales of ``bench``'s CoT demos from ``source`` (``scene-graph`` or a model spec).
+
+    A model's replies are kept in ``work/responses.sqlite`` (`BUILD_RESPONSES`) as they arrive: run
+    again after a kill or a failure, the step asks only for what is not stored and writes the
+    same rationales; ``retry_errors`` asks again for replies stored as errors. The returned
+    counts then include ``model_calls``: replies ``from_store``, ``asked``, ``errors``.
+    """
     from mmctx.curate.rationales import RationaleOutcome, apply_rationales, generate_rationales, summarize_outcomes
+    from mmctx.models.store import ResponseStore, backend_secrets
+    from mmctx.models.stored import BUILD_RESPONSES, StoredStats
     from mmctx.prompts.presets import get_preset
 
     targets = rationale_targets(bench)
+    calls = StoredStats()
     if source == "scene-graph":
         from mmctx.data.shapes import scene_rationale
 
@@ -345,13 +361,21 @@ def rationales_step(
         from mmctx.models import load_backend
 
         backend = load_backend(source, **backend_kw)
-        outcomes = generate_rationales(targets, bench.root, backend, get_preset("fewmmbench"), seed, max_attempts)
+        work.mkdir(parents=True, exist_ok=True)
+        with ResponseStore(work / BUILD_RESPONSES.name, secrets=backend_secrets(backend)) as store:
+            outcomes = generate_rationales(
+                targets, bench.root, backend, get_preset("fewmmbench"), seed, max_attempts,
+                store=store, retry_errors=retry_errors, stats=calls,
+            )  # fmt: skip
     bench.demos = apply_rationales(bench.demos, outcomes)
     work.mkdir(parents=True, exist_ok=True)
     with open(work / "rationales.jsonl", "w", encoding="utf-8") as f:
         for o in outcomes:
             f.write(json.dumps(asdict(o), ensure_ascii=False, default=lambda r: r.model_dump()) + "\n")
-    return {"source": source, **summarize_outcomes(outcomes)}
+    counts = {"source": source, **summarize_outcomes(outcomes)}
+    if source != "scene-graph":
+        counts["model_calls"] = {"from_store": calls.from_store, "asked": calls.asked, "errors": calls.errors}
+    return counts
 
 
 # ---- figures --------------------------------------------------------------------------------

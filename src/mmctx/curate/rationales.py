@@ -9,6 +9,14 @@ well formed; every other demo is marked and left without a rationale, so CoT set
 (and the count is reported). Reasoning traces (``<think>``, ``<thinking>``, ``<reasoning>``,
 ... as :mod:`mmctx.reasoning` defines them) are dropped before judging and never become part
 of a rationale.
+
+Every call goes through a `StoredBackend`: with a `ResponseStore` (the curation folder's
+``responses.sqlite``, see `mmctx.curate.pipeline.rationales_step`) each reply is committed as
+its batch returns, so a killed run started again asks only for what is not stored and writes
+the same rationales. A backend that fails on one demo makes that demo's outcome ``error``; the
+others are kept. A later attempt renders the same prompt as the one before it (the gold answer
+is injected from attempt 2 on), so the attempt number is part of its key: a re-ask is a new
+call, as it would be without the store.
 """
 
 from __future__ import annotations
@@ -19,6 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mmctx.models.base import Backend, GenerateRequest
+from mmctx.models.keys import generate_key
+from mmctx.models.store import ResponseStore
+from mmctx.models.stored import StoredBackend, StoredCall, StoredStats
 from mmctx.prompts.build import ShownOptions
 from mmctx.prompts.presets import Preset
 from mmctx.prompts.rationale import rationale_prompt
@@ -67,15 +78,54 @@ def generate_rationales(
     max_attempts: int = 3,
     max_new_tokens: int = 256,
     min_words: int = 5,
+    store: ResponseStore | None = None,
+    retry_errors: bool = False,
+    stats: StoredStats | None = None,
 ) -> list[RationaleOutcome]:
-    """One outcome per sample, in order; attempt 1 asks plainly, later attempts inject the gold answer."""
+    """One outcome per sample, in order; attempt 1 asks plainly, later attempts inject the gold answer.
+
+    ``store`` keeps every reply (None: kept in memory for this call only); ``retry_errors``
+    asks again for replies stored as errors. ``stats``, if given, is filled with how many
+    replies came from the store and how many were asked.
+    """
+    own = store is None
+    store = ResponseStore(Path(":memory:")) if own else store
+    try:
+        stored = StoredBackend(backend, store, KIND, retry_errors=retry_errors)
+        outcomes = _rationale_rounds(samples, root, stored, preset, seed, max_attempts, max_new_tokens, min_words)
+    finally:
+        if own:
+            store.close()
+    if stats is not None:
+        stats.add(stored.stats)
+    return outcomes
+
+
+KIND = "rationale"  # the store's ``kind`` column for rationale replies
+
+
+def _rationale_rounds(
+    samples: list[Sample],
+    root: Path,
+    backend: StoredBackend,
+    preset: Preset,
+    seed: int,
+    max_attempts: int,
+    max_new_tokens: int,
+    min_words: int,
+) -> list[RationaleOutcome]:
     outcomes: dict[str, RationaleOutcome] = {}
     pending = list(samples)
     for attempt in range(1, max_attempts + 1):
         if not pending:
             break
         prompts = [rationale_prompt(s, preset, seed, root, inject=attempt > 1) for s in pending]
-        responses = backend.generate([GenerateRequest(messages, max_new_tokens) for messages, _ in prompts])
+        calls = []
+        for sample, (messages, _) in zip(pending, prompts):
+            request = GenerateRequest(messages, max_new_tokens)
+            key = generate_key(backend.info, request, attempt)
+            calls.append(StoredCall(request, f"{sample.id}/attempt-{attempt}", key))
+        responses = backend.generate_calls(calls)
         still = []
         for sample, (_, shown), response in zip(pending, prompts, responses):
             if response.error:

@@ -12,7 +12,10 @@ describes. Then:
     The *evaluation version* is everything before the Results section, which the model sees;
     the *reference version* runs to the end of the Results section and is what a generator
     model reads to write the reference findings (`generate_reference_findings`), unless the
-    curator supplies them.
+    curator supplies them. The generator's reply is kept in the suite's
+    ``curation/responses.sqlite`` (a `StoredBackend`): building the item again into the same
+    suite (after a later step failed, or to rebuild it) replays the reply instead of asking,
+    and paying, again, and gives the same findings.
 
 The functions return `Sample`s; writing the suite (``samples.jsonl``) is the loader's job.
 
@@ -38,6 +41,8 @@ from typing import Any
 
 from mmctx.data.clbench.suite import get_subset
 from mmctx.models.base import Backend, GenerateRequest
+from mmctx.models.store import ResponseStore, backend_secrets
+from mmctx.models.stored import BUILD_RESPONSES, StoredBackend
 from mmctx.prompts.messages import ImagePart, Message, Part, TextPart
 from mmctx.reasoning import strip_traces
 from mmctx.schema import ContextBlock, Sample
@@ -401,6 +406,24 @@ def generate_reference_findings(
     return findings
 
 
+FINDINGS_KIND = "findings"  # the store's ``kind`` column for generated reference findings
+
+
+def _stored_findings(
+    reference_md: str, backend: Backend, out_root: Path, max_new_tokens: int, root: str | Path | None, name: str
+) -> list[str]:
+    """`generate_reference_findings` through the suite's response store.
+
+    A failed call is not stored (``store_errors=False``): it stops this item's build, and
+    running the build again is how one asks again.
+    """
+    path = out_root / BUILD_RESPONSES
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with ResponseStore(path, secrets=backend_secrets(backend)) as store:
+        stored = StoredBackend(backend, store, FINDINGS_KIND, store_errors=False)
+        return generate_reference_findings(reference_md, stored, max_new_tokens, root=root, name=name)
+
+
 def _checked_findings(findings: list[str], name: str) -> list[str]:
     cleaned = [f.strip() for f in findings if isinstance(f, str)]
     if len(cleaned) != len(findings) or not all(cleaned):
@@ -457,7 +480,7 @@ def build_paper_sample(
         if given is None:
             assert backend is not None
             root = out_root if send_images else None
-            given = generate_reference_findings(ref_md, backend, max_new_tokens, root=root, name=where)
+            given = _stored_findings(ref_md, backend, Path(out_root), max_new_tokens, root, where)
             info = backend.info
             meta["generator"] = {
                 "name": info.name,
