@@ -47,6 +47,12 @@ Rule chain (``RULES``, in order):
 ``ordinal``          "the first caption", "caption 2", "the latter".
 ``no_match``         nothing decided.
 
+The chain is a registry (:mod:`.registry`): a new rule is one function registered with
+``@extraction_rule("name", before="no_match")`` (or ``after=`` a named rule); ``RULES`` stays the
+built-in chain, ``rule_names()`` is the chain as it runs now, plugins included, and
+``extractor_version()`` names both the rules' version and any rule a plugin added, for a run to
+record which rules decided its answers.
+
 Every rule ignores *rejected* mentions (:mod:`.negation`): "not (A)", "A is wrong",
 "(A) is incorrect", "B is not the answer", "C can be ruled out". A decision for an
 option then has to pass two checks (:mod:`.chain`):
@@ -67,16 +73,37 @@ from collections.abc import Sequence
 
 from .chain import RULES, decide
 from .context import Ctx
+from .decision import Decision
 from .prepare import clean, mark_noise, strip_reasoning
+from .registry import extraction_rule, register_rule, rule_names, unregister_rule
 from .result import Extraction
 from .turns import cut_turns
 
-__all__ = ["EXTRACTOR_VERSION", "RULES", "Extraction", "extract_choice"]
+__all__ = [
+    "EXTRACTOR_VERSION",
+    "RULES",
+    "Ctx",
+    "Decision",
+    "Extraction",
+    "extract_choice",
+    "extraction_rule",
+    "extractor_version",
+    "register_rule",
+    "rule_names",
+    "unregister_rule",
+]
 
 # Bump whenever a rule's behaviour changes, so cached scores can be invalidated.
 EXTRACTOR_VERSION = "3"
 
 _LABEL_STRIP = " \t()[]{}.:"
+
+
+def extractor_version() -> str:
+    """`EXTRACTOR_VERSION`, and the chain when it is not the built-in one ("3+rules:empty,…"),
+    so a score stored with a plugin rule never passes for one scored without it."""
+    names = rule_names()
+    return EXTRACTOR_VERSION if names == RULES else f"{EXTRACTOR_VERSION}+rules:{','.join(names)}"
 
 
 def _default_labels(n: int) -> list[str]:

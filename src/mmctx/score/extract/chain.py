@@ -1,9 +1,10 @@
-"""The rule chain in order, and the checks every decision for an option must pass."""
+"""The built-in rules in chain order, and the checks every decision for an option must pass."""
 
 from __future__ import annotations
 
 from .context import Ctx
 from .decision import Decision, Rule
+from .registry import register_rule, rule_chain, rule_names
 from .rejections import rejected_options
 from .revisions import revision_after
 from .rules import (
@@ -20,7 +21,9 @@ from .rules import (
     rule_yes_no,
 )  # fmt: skip
 
-CHAIN: tuple[tuple[str, Rule], ...] = (
+# The built-in rules, in their documented order (`mmctx.score.extract`); a plugin rule joins the
+# chain with `extraction_rule` (:mod:`.registry`), placed before or after one of these.
+BUILTIN_RULES: tuple[tuple[str, Rule], ...] = (
     ("empty", rule_empty),
     ("answer_marker", rule_answer_marker),
     ("hedged", rule_hedged),
@@ -33,14 +36,17 @@ CHAIN: tuple[tuple[str, Rule], ...] = (
     ("ordinal", rule_ordinal),
     ("no_match", rule_no_match),
 )
+for _name, _rule in BUILTIN_RULES:
+    if _name not in rule_names():  # a reload of this module must not register them twice
+        register_rule(_name, _rule)
 
-RULES: tuple[str, ...] = tuple(name for name, _ in CHAIN)
+RULES: tuple[str, ...] = tuple(name for name, _ in BUILTIN_RULES)
 
 
 def decide(ctx: Ctx) -> Decision:
     """The first rule that decides wins; a chosen option must survive a later self-correction
     (-> ``hedged``) and must not be rejected elsewhere in the response (-> ``ambiguous``)."""
-    for _, rule in CHAIN:
+    for _, rule in rule_chain():
         found = rule(ctx)
         if found is None:
             continue
