@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from mmctx.prompts.build import build_prompt
+from mmctx.prompts.build import build_prompt, item_text, shown_options
 from mmctx.prompts.messages import to_jsonable
-from mmctx.prompts.presets import PRESETS, get_preset
+from mmctx.prompts.presets import ITEM_FIELDS, PRESETS, PresetError, get_preset, register_preset
 from mmctx.schema import Rationale, Sample
 
 GOLDEN = Path(__file__).parent / "data" / "preset_prompts.json"
@@ -99,3 +100,161 @@ def test_builtin_presets_keep_every_field():
 @pytest.mark.parametrize("name", ["fewmmbench", "fewmmbench-single-turn"])
 def test_builtin_presets_are_reachable_by_name(name):
     assert get_preset(name).name == name
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_user_preset_extends_a_builtin_and_overrides_only_what_it_names(tmp_path):
+    path = _write(
+        tmp_path / "terse.yaml",
+        "extends: fewmmbench\nformats:\n  mcqa:\n    instructions:\n      letter: Reply with one letter.\n",
+    )
+    base, preset = get_preset("fewmmbench"), get_preset(str(path))
+    assert preset.name == "terse"  # the file's stem
+    assert preset.formats["mcqa"].instructions["letter"] == "Reply with one letter."
+    assert preset.formats["mcqa"].instructions["cot"] == base.formats["mcqa"].instructions["cot"]
+    assert preset.formats["mcqa"].item == base.formats["mcqa"].item
+    assert preset.formats["binary"] == base.formats["binary"]
+    assert (preset.preamble, preset.labels, preset.single_turn) == (base.preamble, base.labels, base.single_turn)
+    assert get_preset(path) == preset  # a Path works as well as its string
+    # Its wording reaches the prompt.
+    query, demos = _samples("mcqa")
+    (tmp_path / "img.bin").write_bytes(IMAGE_BYTES)
+    built = build_prompt(query, demos, preset, "letter", seed=0, root=tmp_path)
+    assert built.messages[-1].text.endswith("\nReply with one letter.")
+
+
+def test_extends_takes_a_path_relative_to_the_extending_file(tmp_path):
+    (tmp_path / "base").mkdir()
+    _write(tmp_path / "base" / "mine.yaml", "extends: fewmmbench\npreamble: Look closely.\nlabels: [P, Q, R, S]\n")
+    child = _write(tmp_path / "child.yaml", "name: child-wording\nextends: base/mine.yaml\nsingle_turn: true\n")
+    preset = get_preset(str(child))
+    assert (preset.name, preset.preamble, preset.labels, preset.single_turn) == (
+        "child-wording", "Look closely.", ("P", "Q", "R", "S"), True,
+    )  # fmt: skip
+
+
+def test_a_standalone_preset_file_needs_no_base(tmp_path):
+    path = _write(
+        tmp_path / "own.yaml",
+        'preamble: ""\n'
+        'labels: ["1", "2"]\n'
+        "formats:\n"
+        "  binary:\n"
+        '    item: "Is it true that {statement}?"\n'
+        "    instructions: {letter: Say Yes or No., cot: Reason then say Yes or No., text: Yes or No.}\n",
+    )
+    preset = get_preset(str(path))
+    assert list(preset.formats) == ["binary"] and preset.labels == ("1", "2") and preset.preamble == ""
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "says"),
+    [
+        ("extends: fewmmbench\nformats:\n  mcq: {item: '{question}'}\n", "formats.mcq", "unknown sample format"),
+        ("extends: fewmmbench\nformats:\n  mcq: {item: '{question}'}\n", "formats.mcq", "did you mean 'mcqa'"),
+        ("extends: fewmmbench\nformats:\n  open: {item: '{question}'}\n", "formats.open", "unknown sample format"),
+        (
+            "preamble: hi\nformats:\n  mcqa:\n    item: '{question}'\n    instructions: {letter: a, text: b}\n",
+            "formats.mcqa.instructions",
+            "missing the instruction for answer style 'cot'",
+        ),
+        ("extends: fewmmbench\nformats:\n  mcqa: {item: '{question} {choices}'}\n", "formats.mcqa.item", "{choices}"),
+        ("extends: fewmmbench\nformats:\n  mcqa: {item: '{question} {}'}\n", "formats.mcqa.item", "field {}"),
+        ("extends: fewmmbench\nformats:\n  mcqa: {item: '{question'}\n", "formats.mcqa.item", "str.format"),
+        (
+            "extends: fewmmbench\nformats:\n  mcqa: {instructions: {letterr: x}}\n",
+            "formats.mcqa.instructions.letterr",
+            "unknown answer style",
+        ),
+        ("extends: fewmmbench\npreambel: hi\n", "preambel", "did you mean 'preamble'"),
+        ("extends: fewmmbench\nlabels: [A, A]\n", "labels", "distinct"),
+        ("extends: fewmmbench\nsingle_turn: yes please\n", "single_turn", "true or false"),
+        ("formats: {}\n", "preamble", "missing"),
+        ("name: fewmmbench\nextends: fewmmbench\n", "name", "built-in preset's name"),
+    ],
+)
+def test_invalid_presets_name_file_key_and_problem(tmp_path, text, key, says):
+    path = _write(tmp_path / "bad.yaml", text)
+    with pytest.raises(PresetError) as caught:
+        get_preset(str(path))
+    message = str(caught.value)
+    assert str(path) in message
+    assert any(line.strip().startswith(f"{key}:") and says in line for line in message.splitlines()), message
+
+
+def test_every_problem_of_a_file_is_reported_at_once(tmp_path):
+    path = _write(tmp_path / "bad.yaml", "extends: fewmmbench\ncolour: red\nformats:\n  mcq: {}\n  binary: 3\n")
+    message = str(pytest.raises(PresetError, get_preset, str(path)).value)
+    assert "colour:" in message and "formats.mcq:" in message and "formats.binary:" in message
+
+
+@pytest.mark.parametrize(
+    ("ref", "says"),
+    [
+        ("no-such-preset", "unknown prompt preset 'no-such-preset'"),
+        ("missing.yaml", "no such preset file"),
+    ],
+)
+def test_unknown_names_and_missing_files_are_refused(tmp_path, ref, says):
+    with pytest.raises(PresetError, match=says):
+        get_preset(ref)
+    assert issubclass(PresetError, ValueError)  # callers that refuse bad arguments catch it
+
+
+def test_broken_yaml_and_extends_cycles_are_refused(tmp_path):
+    broken = _write(tmp_path / "broken.yaml", "formats: [unclosed\n")
+    with pytest.raises(PresetError, match="not valid YAML"):
+        get_preset(str(broken))
+    _write(tmp_path / "a.yaml", "extends: b.yaml\n")
+    _write(tmp_path / "b.yaml", "extends: a.yaml\n")
+    with pytest.raises(PresetError, match="extends itself"):
+        get_preset(str(tmp_path / "a.yaml"))
+
+
+def test_fingerprint_follows_the_wording_not_the_file(tmp_path):
+    base = get_preset("fewmmbench")
+    same = _write(tmp_path / "same.yaml", "extends: fewmmbench\ndescription: another description\n")
+    changed = _write(tmp_path / "changed.yaml", "extends: fewmmbench\npreamble: Look closely.\n")
+    assert get_preset(str(same)).fingerprint() == base.fingerprint()
+    assert get_preset(str(changed)).fingerprint() != base.fingerprint()
+    assert get_preset("fewmmbench-single-turn").fingerprint() != base.fingerprint()
+    # Editing a file in place changes what a run records.
+    before = get_preset(str(same)).fingerprint()
+    _write(same, "extends: fewmmbench\nformats:\n  binary: {instructions: {letter: 'Yes or No?'}}\n")
+    assert get_preset(str(same)).fingerprint() != before
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_to_yaml_writes_a_self_contained_file_that_loads_back(tmp_path, name):
+    preset = get_preset(name)
+    copy = replace(preset, name=f"copy-of-{name}")
+    path = _write(tmp_path / "copy.yaml", copy.to_yaml())
+    assert "extends" not in path.read_text(encoding="utf-8")
+    assert get_preset(str(path)) == copy
+    assert get_preset(str(path)).fingerprint() == preset.fingerprint()
+
+
+def test_item_fields_are_exactly_what_item_text_fills(tmp_path):
+    """A template using every offered field renders; `item_text` fills each one."""
+    template = " | ".join("{" + f + "}" for f in ITEM_FIELDS)
+    path = _write(tmp_path / "all.yaml", f"extends: fewmmbench\nformats:\n  mcqa: {{item: '{template}'}}\n")
+    preset = get_preset(str(path))
+    query, _ = _samples("mcqa")
+    query = query.model_copy(update={"statement": "S!", "context": "C!"})
+    text = item_text(query, shown_options(query, preset, 0), preset, "letter")
+    assert "What is left of the star? | A. " in text and " | S! | C!" in text
+
+
+def test_registered_presets_are_reachable_by_name_but_builtins_cannot_be_replaced():
+    mine = replace(get_preset("fewmmbench"), name="registered-wording", preamble="Hello.")
+    try:
+        register_preset(mine)
+        assert get_preset("registered-wording") is mine
+    finally:
+        PRESETS.pop("registered-wording", None)
+    with pytest.raises(PresetError, match="built-in"):
+        register_preset(replace(mine, name="fewmmbench"))
