@@ -3,14 +3,17 @@
 `JudgeRunner` sends the calls of one round through a `StoredBackend` (the one mechanism every
 model call outside an evaluation run shares): what the store holds is replayed, the rest goes
 to the backend in batches of a few times its declared concurrency (the backend paces and
-retries HTTP failures itself, and sampling — greedy — is its business too), each batch committed as it returns, so a killed scoring pass resumes without
-asking a stored call again. What did not parse is re-asked. The verdicts it returns are never
+retries HTTP failures itself, and sampling — greedy — is its business too), each batch
+committed as it returns, so a killed scoring pass resumes without asking a stored call again.
+What did not parse is re-asked. The verdicts it returns are never
 dropped: a reply that fails to parse ``attempts`` times, or a backend that keeps failing,
 gives ``Verdict.failed("judge_error", …)`` with the replies and the cause kept, so tables count
 it (score 0, outcome shown) instead of losing it from the denominator as CL-bench's script does.
 
 Cache keys hash the judge model's identity (name, revision, backend, settings), the judge's
-name, the rendered prompt (`prompt_fingerprint`), the reply budget and the attempt number.
+name, the rendered prompt (`prompt_fingerprint`), the reply budget and the attempt number —
+not the request key of `mmctx.models.keys`, because the judge's name belongs in it and
+because judge stores written before keep their meaning (a rescore replays them, unchanged).
 The attempt number is in the key so a stored unparseable reply is not replayed as the answer
 to the re-ask; a run repeated over the same store replays every round and calls nothing.
 Backend errors are not stored (``store_errors=False``): they are transient, verdicts are
