@@ -325,6 +325,22 @@ def test_paper_sample_with_generated_findings(paper, tmp_path, chat):
     assert validate_sample(sample, "queries", root) == []
 
 
+def test_building_a_paper_again_replays_the_stored_findings_and_a_failure_is_asked_again(paper, tmp_path, chat):
+    from tests.fixtures.chat_server import Fault
+
+    root = tmp_path / "bench"
+    chat.enqueue(Fault("400"))  # the first ask fails: the build stops, and nothing is stored
+    with _backend(chat) as backend:
+        with pytest.raises(RuntimeError, match="findings generation failed"):
+            build_paper_sample(paper, root, backend=backend, sample_id="p-gen")
+        first = build_paper_sample(paper, root, backend=backend, sample_id="p-gen")
+        assert len(chat.chat_records()) == 2  # the failure was asked again
+        chat.answer = lambda body: "1. A different finding"  # a model that would answer otherwise now
+        again = build_paper_sample(paper, root, backend=backend, sample_id="p-gen")
+    assert len(chat.chat_records()) == 2 and again.gold == first.gold == ["Finding one", "Finding two"]
+    assert (root / "curation" / "responses.sqlite").is_file()
+
+
 def test_generated_findings_errors_name_the_paper(chat):
     with _backend(chat) as backend:
         chat.answer = lambda body: "I cannot tell."
