@@ -157,3 +157,18 @@ def test_a_rationale_with_contradictory_final_answers_is_not_kept(demos):
     gold, other = shown.labels[shown.gold], next(label for label in shown.labels if label != shown.labels[shown.gold])
     reasoning = "The image shows three objects and the question asks about one of them, so this holds."
     assert judge_response(f"{reasoning}\nAnswer: {other}\nAnswer: {gold}", False, shown, 5)[0] == "contradictory"
+
+
+def test_a_backend_failure_on_one_demo_is_its_error_and_the_others_are_kept(demos):
+    bench, samples = demos
+    broken = str((bench.root / samples[1].images[0]).resolve())
+
+    def fails_on_one(options, gold, image):
+        if image == broken:
+            raise RuntimeError("the server dropped this request")
+        return wrong_then_taught(options, gold, image)
+
+    outcomes = generate_rationales(samples[:4], bench.root, ScriptedTutor(fails_on_one), PRESET, max_attempts=2)
+    assert (outcomes[1].status, outcomes[1].attempts) == ("error", 2)
+    assert outcomes[1].last_response == "RuntimeError: the server dropped this request"
+    assert all(o.status == "kept" for i, o in enumerate(outcomes) if i != 1)
