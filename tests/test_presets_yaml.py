@@ -258,3 +258,73 @@ def test_registered_presets_are_reachable_by_name_but_builtins_cannot_be_replace
         PRESETS.pop("registered-wording", None)
     with pytest.raises(PresetError, match="built-in"):
         register_preset(replace(mine, name="fewmmbench"))
+
+
+TERSE = (
+    "name: terse-wording\n"
+    "extends: fewmmbench\n"
+    "preamble: Study each picture before answering.\n"
+    "labels: [P, Q, R, S, T, U, V, W]\n"
+    "formats:\n"
+    "  mcqa:\n"
+    '    item: "Q: {question}\\n{options}"\n'
+    "    instructions: {letter: Reply with one letter only.}\n"
+)
+
+
+def test_mmctx_run_and_validate_take_a_preset_file(shapes_bench, tmp_path):
+    from typer.testing import CliRunner
+
+    from mmctx.cli import app
+
+    preset = _write(tmp_path / "terse.yaml", TERSE)
+    cli = CliRunner()
+    checked = cli.invoke(app, ["validate", str(shapes_bench), "--preset", str(preset)])
+    assert checked.exit_code == 0, checked.output
+    args = ["run", str(shapes_bench), "--model", "builtin:tiny-llava", "--out", str(tmp_path / "run"),
+            "--preset", str(preset), "--settings", "0-shot,4-similar", "--scorers", "generate", "--limit", "1",
+            "--tasks", "object_recognition", "--max-new-tokens", "2", "--no-progress"]  # fmt: skip
+    ran = cli.invoke(app, args)
+    assert ran.exit_code == 0, ran.output
+    requests = [json.loads(line) for line in (tmp_path / "run" / "requests.jsonl").read_text().splitlines()]
+    mcqa = [r for r in requests if r["format"] == "mcqa"]
+    assert mcqa, "the run asked no multiple-choice item"
+    for record in mcqa:
+        texts = [p["text"] for m in record["prompt"] for p in m["content"] if p["type"] == "text"]
+        assert texts[0] == "Study each picture before answering."
+        assert texts[-1].startswith("Q: ") and texts[-1].endswith("\nReply with one letter only.")
+        assert record["labels"][0] == "P"
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["config"]["preset"] == "terse-wording"
+
+
+def test_mmctx_validate_names_a_bad_preset_file_and_its_key(shapes_bench, tmp_path):
+    from typer.testing import CliRunner
+
+    from mmctx.cli import app
+
+    bad = _write(tmp_path / "bad.yaml", "extends: fewmmbench\nformats:\n  mcqa: {item: '{query}'}\n")
+    result = CliRunner().invoke(app, ["validate", str(shapes_bench), "--preset", str(bad)])
+    assert result.exit_code == 2
+    assert "bad.yaml" in result.output and "formats.mcqa.item" in result.output and "{query}" in result.output
+
+
+@pytest.mark.xfail(strict=True, reason="needs RunConfig.preset_sha256 = Preset.fingerprint() in the run's config")
+def test_resuming_a_run_refuses_a_preset_file_changed_since(shapes_bench, tmp_path):
+    from typer.testing import CliRunner
+
+    from mmctx.cli import app
+
+    preset = _write(tmp_path / "terse.yaml", TERSE)
+    args = ["run", str(shapes_bench), "--model", "builtin:tiny-llava", "--out", str(tmp_path / "run"),
+            "--preset", str(preset), "--settings", "0-shot", "--scorers", "generate", "--limit", "1",
+            "--tasks", "object_recognition", "--max-new-tokens", "2", "--no-progress"]  # fmt: skip
+    cli = CliRunner()
+    assert cli.invoke(app, args).exit_code == 0
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["config"]["preset_sha256"] == get_preset(str(preset)).fingerprint()
+    assert cli.invoke(app, args).exit_code == 0  # the same file resumes
+    _write(preset, TERSE.replace("Reply with one letter only.", "Give the letter."))
+    resumed = cli.invoke(app, args)
+    assert resumed.exit_code != 0
+    assert "preset" in resumed.output
