@@ -101,7 +101,7 @@ def run(
 ) -> None:
     """Run a model on a suite (resumable), score it, and print Tables 2 and 3 for it."""
     from mmctx.data.clbench.loader import load_clbench
-    from mmctx.models import load_backend, sized_by_plan
+    from mmctx.models import load_backend, options_for, sized_by_plan
     from mmctx.models.hf import ModelError
     from mmctx.prompts.context import DEFAULT_SYSTEM
     from mmctx.report.clbench_tables import table2_markdown, table3_markdown
@@ -132,14 +132,15 @@ def run(
             limit=limit,
             batch_size=batch_size,
         )
-        options = {"base_url": base_url} if base_url and model.startswith("openai:") else {}
-        if not model.startswith("openai:"):
-            options.update(device=device, dtype=dtype, batch_size=batch_size, trust_remote_code=trust_remote_code)
-            options.update({k: v for k, v in (("revision", revision), ("adapter", adapter)) if v is not None})
+        # The flags as flat values: the backend takes its own and refuses one it does not take
+        # that was set (a flag left at its default is not set: `mmctx.models.options_for`).
+        values = dict(device=device, dtype=dtype, batch_size=batch_size, trust_remote_code=trust_remote_code,
+                      revision=revision, adapter=adapter, base_url=base_url)  # fmt: skip
         if sized_by_plan(model):
-            options["max_images"] = max((len(q.context_images) for q in bench.queries), default=0)
+            values["max_images"] = max((len(q.context_images) for q in bench.queries), default=0)
+        options = options_for(model, values)
         with run_lock(out):  # before any model loads: a second process on the folder refuses at once
-            backend = load_backend(model, **options)
+            backend = load_backend(model, options)
             stats = run_context(
                 bench,
                 backend,

@@ -11,7 +11,13 @@ Specs:
     ``OPENAI_BASE_URL``; key from the environment, never the spec (see `mmctx.models.openai`).
   - ``vllm:<model>`` (an HF id, a local folder or ``builtin:<name>``): offline vLLM in this
     process (``pip install 'mmctx[vllm]'``, CUDA; see `mmctx.models.vllm`).
+  - ``<name>:<rest>`` for a backend a package registers (`mmctx.models.registry`: the
+    ``@backend`` decorator, entry points in group ``mmctx.backends``).
   - anything else: an HF model id or a local folder, loaded by the HF transformers backend.
+
+Each backend takes its own options (a frozen dataclass beside its class: `HFOptions`,
+`OpenAIOptions`, `VLLMOptions`); `options_for` builds them from flat CLI values and refuses a
+value the chosen backend does not take.
 """
 
 from __future__ import annotations
@@ -20,7 +26,16 @@ import os
 import shutil
 from pathlib import Path
 
-from mmctx.models.base import Backend, Capabilities, ModelInfo
+from mmctx.models.base import (
+    Backend,
+    Capabilities,
+    GenerateRequest,
+    Generation,
+    ModelInfo,
+    OptionScores,
+    ScoreRequest,
+)
+from mmctx.models.registry import BackendOptionError, backend, load_backend, options_for, sized_by_plan
 
 BUILTIN_PREFIX = "builtin:"
 BUILTINS = {"tiny-idefics3": "idefics3", "tiny-llava": "llava"}  # built on first use: name -> family
@@ -67,28 +82,20 @@ def resolve_builtin(spec: str, kind: str = "chat") -> Path:
     return folder
 
 
-def sized_by_plan(spec: str) -> bool:
-    """Whether the backend for ``spec`` must be told the most images one prompt holds (``max_images``)."""
-    return spec.startswith("vllm:")
-
-
-def load_backend(spec: str, **kwargs) -> Backend:
-    if spec.startswith("vllm:"):
-        from mmctx.models.vllm import VLLMBackend
-
-        return VLLMBackend.from_spec(spec, **kwargs)
-    if spec.startswith("openai:"):
-        from mmctx.models.openai import OpenAIBackend
-
-        return OpenAIBackend.from_spec(spec, **kwargs)
-    from mmctx.models.hf import HFBackend
-
-    if spec.startswith(BUILTIN_PREFIX):
-        path = resolve_builtin(spec)
-        backend = HFBackend(str(path), **kwargs)
-        backend.info = ModelInfo(spec, backend.info.revision, backend.info.backend, backend.info.settings)
-        return backend
-    return HFBackend(spec, **kwargs)
-
-
-__all__ = ["Backend", "Capabilities", "ModelInfo", "load_backend", "resolve_builtin", "DEFAULT_MODEL", "SHIPPED"]
+__all__ = [
+    "Backend",
+    "BackendOptionError",
+    "Capabilities",
+    "DEFAULT_MODEL",
+    "GenerateRequest",
+    "Generation",
+    "ModelInfo",
+    "OptionScores",
+    "SHIPPED",
+    "ScoreRequest",
+    "backend",
+    "load_backend",
+    "options_for",
+    "resolve_builtin",
+    "sized_by_plan",
+]

@@ -37,6 +37,7 @@ from mmctx.models.base import (
     OptionScores,
     ScoreRequest,
 )
+from mmctx.models.registry import backend, option_values
 from mmctx.models.revision import folder_digest
 from mmctx.models.spans import (
     ModelError,
@@ -157,8 +158,35 @@ def _quantization_kwargs(quantization: str | None, adapter: Adapter) -> dict:
     return {"quantization_config": config, "device_map": "auto"}
 
 
+@dataclass(frozen=True)
+class HFOptions:
+    """What the HF backend takes (`HFBackend`'s keyword arguments)."""
+
+    revision: str | None = None  # branch, tag or commit to pin
+    device: str = "auto"  # auto, cpu, cuda, cuda:1, mps
+    dtype: str = "auto"  # auto (bf16/fp16 on GPU, fp32 on CPU), float32, bfloat16, float16
+    batch_size: int = 8  # prompts per generate call; options per scoring forward
+    trust_remote_code: bool = False
+    attn_implementation: str | None = None
+    adapter: str | None = None  # family adapter; None: picked by model id and config
+    quantization: str | None = None  # 8bit or 4bit (bitsandbytes), where the family allows
+
+
+@backend("hf", options=HFOptions)
 class HFBackend:
     """Generation and option log-likelihoods with a transformers model."""
+
+    @classmethod
+    def from_spec(cls, spec: str, options: HFOptions | None = None, **overrides: object) -> HFBackend:
+        """An HF id, a local folder or ``builtin:<name>`` (built or found, then recorded by that name)."""
+        from mmctx.models import BUILTIN_PREFIX, resolve_builtin
+
+        values = {**option_values(options or HFOptions()), **overrides}
+        if not spec.startswith(BUILTIN_PREFIX):
+            return cls(spec, **values)  # type: ignore[arg-type]
+        backend = cls(str(resolve_builtin(spec)), **values)  # type: ignore[arg-type]
+        backend.info = ModelInfo(spec, backend.info.revision, backend.info.backend, backend.info.settings)
+        return backend
 
     def __init__(
         self,

@@ -37,11 +37,11 @@ import os
 import re
 import threading
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 from urllib.parse import urlsplit
 
 from mmctx.models.base import (
@@ -52,6 +52,7 @@ from mmctx.models.base import (
     OptionScores,
     ScoreRequest,
 )
+from mmctx.models.registry import backend, option_values
 from mmctx.models.retry import RETRYABLE_STATUS, Failure, ResponseError, RetryPolicy, parse_retry_after, with_retries
 from mmctx.prompts.messages import ImagePart, Message, Prompt, TextPart
 
@@ -66,8 +67,6 @@ KEYRING_SERVICE = "mmctx-openai"
 SCORE_MODES = ("none", "vllm_prompt_logprobs")
 # Part of every cache key when scoring: bump when how option spans or scores are computed changes.
 SCORING_VERSION = "1"
-# `load_backend` passes the HF backend's options to every backend; these mean nothing to a server.
-_LOCAL_ONLY_OPTIONS = ("device", "dtype", "batch_size", "trust_remote_code", "attn_implementation")
 
 
 class OpenAIBackendError(RuntimeError):
@@ -353,6 +352,29 @@ class _Call:
     extra_body: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class OpenAIOptions:
+    """What the OpenAI-compatible backend takes (`OpenAIBackend`'s keyword arguments)."""
+
+    base_url: str | None = None  # else the spec's @<base_url>, OPENAI_BASE_URL, OpenAI's
+    api_key_env: str = DEFAULT_KEY_ENV
+    max_concurrency: int = 16
+    retry: RetryPolicy | None = None  # attempts, backoff and per-attempt timeout; None: RetryPolicy()
+    temperature: float | None = 0.0
+    top_p: float | None = None
+    seed: int | None = None
+    extra_body: Mapping[str, Any] | None = None
+    score_mode: str = "none"  # or "vllm_prompt_logprobs"
+    max_images: int | None = None
+    revision: str | None = None
+
+    hints: ClassVar[dict[str, str]] = {
+        "quantization": "a server quantizes as it was started; the client cannot change it",
+        "trust_remote_code": "the server runs the model's code, not this process",
+    }
+
+
+@backend("openai", options=OpenAIOptions, remote=True)
 class OpenAIBackend:
     """Generation (and, against vLLM, option log-likelihoods) through a chat-completions endpoint.
 
@@ -380,7 +402,7 @@ class OpenAIBackend:
         temperature: float = 0.0,
         top_p: float | None = None,
         seed: int | None = None,
-        extra_body: dict[str, Any] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
         score_mode: str = "none",
         max_images: int | None = None,
         revision: str | None = None,
@@ -429,14 +451,13 @@ class OpenAIBackend:
         )
 
     @classmethod
-    def from_spec(cls, spec: str, **kwargs: Any) -> OpenAIBackend:
-        """``openai:<model>`` or ``openai:<model>@<base_url>``; options only local backends use are dropped."""
+    def from_spec(cls, spec: str, options: OpenAIOptions | None = None, **overrides: Any) -> OpenAIBackend:
+        """``openai:<model>`` or ``openai:<model>@<base_url>`` (the spec's URL wins over ``base_url``)."""
         model, base_url = parse_spec(spec)
-        for name in _LOCAL_ONLY_OPTIONS:
-            kwargs.pop(name, None)
+        values = {**option_values(options or OpenAIOptions()), **overrides}
         if base_url:
-            kwargs["base_url"] = base_url
-        return cls(model, **kwargs)
+            values["base_url"] = base_url
+        return cls(model, **values)
 
     def __repr__(self) -> str:
         return f"OpenAIBackend(model={self.model!r}, host={self.host!r})"

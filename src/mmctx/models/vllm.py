@@ -71,11 +71,11 @@ string for a stop string, the id for a stop token) and ``num_cached_tokens``.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache, partial
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from mmctx.models.adapters import Adapter, adapter_for
 from mmctx.models.base import (
@@ -86,6 +86,7 @@ from mmctx.models.base import (
     OptionScores,
     ScoreRequest,
 )
+from mmctx.models.registry import backend, option_values
 from mmctx.models.revision import folder_digest
 from mmctx.models.spans import (
     ModelError,
@@ -127,8 +128,6 @@ VLLM_IMAGE_PLACEHOLDERS: dict[str, str] = {
 _OTHER_MODALITIES = ("video", "audio")
 # Part of every cache key: bump when how option spans or scores are computed changes.
 SCORING_VERSION = "2"  # 2: token prompts (no second BOS after a template that writes one)
-# Options `load_backend` passes to every backend that mean nothing to vLLM.
-_HF_ONLY_OPTIONS = ("device", "batch_size", "attn_implementation")
 
 # `LLM.generate` in vLLM's shapes: engine prompts and `SamplingParams` keyword dicts in,
 # one `RequestOutput` per prompt out, in order.
@@ -441,7 +440,7 @@ def engine_args(
     seed: int = 0,
     mm_processor_kwargs: dict | None = None,
     engine_metrics: bool = False,
-    engine_kwargs: dict | None = None,
+    engine_kwargs: Mapping[str, Any] | None = None,
 ) -> dict:
     """Keyword arguments of `vllm.LLM`: prefix caching on, images per prompt capped at
     ``max_images`` (no video or audio), the HF processor set up as the adapter sets it
@@ -503,6 +502,27 @@ def engine_dtype(llm: Any) -> str | None:
     return None if dtype is None else str(dtype).removeprefix("torch.")
 
 
+@dataclass(frozen=True)
+class VLLMOptions:
+    """What the vLLM backend takes (`VLLMBackend`'s keyword arguments, less the test engine)."""
+
+    max_images: int = 1  # vLLM's limit_mm_per_prompt; a run sets it to its plan's most
+    revision: str | None = None
+    dtype: str = "auto"
+    tensor_parallel_size: int = 1
+    max_model_len: int | None = None
+    trust_remote_code: bool = False
+    adapter: str | None = None  # the HF backend's family adapter; None: picked by model id and config
+    seed: int = 0
+    engine_metrics: bool = False  # keep vLLM's own prefix-cache counters (log stats on)
+    engine_kwargs: Mapping[str, Any] | None = None  # more `vllm.LLM` arguments (its own quantization, …)
+
+    hints: ClassVar[dict[str, str]] = {
+        "quantization": "--quantization is the HF backend's (bitsandbytes); give vLLM's own in engine_kwargs"
+    }
+
+
+@backend("vllm", options=VLLMOptions, sized_by_plan=True)
 class VLLMBackend:
     """Generation and option log-likelihoods with an offline `vllm.LLM`.
 
@@ -525,7 +545,7 @@ class VLLMBackend:
         adapter: str | None = None,
         seed: int = 0,
         engine_metrics: bool = False,
-        engine_kwargs: dict | None = None,
+        engine_kwargs: Mapping[str, Any] | None = None,
         engine: Engine | None = None,
     ):
         config, self.adapter, self.processor = self._load(model, revision, trust_remote_code, adapter)
@@ -614,18 +634,15 @@ class VLLMBackend:
         return config, adapter, processor
 
     @classmethod
-    def from_spec(cls, spec: str, **kwargs: Any) -> VLLMBackend:
-        """``vllm:<HF id or folder>`` or ``vllm:builtin:<name>``; options only the HF backend uses are dropped."""
+    def from_spec(cls, spec: str, options: VLLMOptions | None = None, **overrides: Any) -> VLLMBackend:
+        """``vllm:<HF id or folder>`` or ``vllm:builtin:<name>`` (recorded by that name)."""
         from mmctx.models import BUILTIN_PREFIX, resolve_builtin
 
         model = spec.removeprefix(SPEC_PREFIX)
-        for name in _HF_ONLY_OPTIONS:
-            kwargs.pop(name, None)
-        if kwargs.pop("quantization", None):
-            raise ModelError("--quantization is the HF backend's (bitsandbytes); give vLLM's own in engine_kwargs")
+        values = {**option_values(options or VLLMOptions()), **overrides}
         if not model.startswith(BUILTIN_PREFIX):
-            return cls(model, **kwargs)
-        backend = cls(str(resolve_builtin(model)), **kwargs)
+            return cls(model, **values)
+        backend = cls(str(resolve_builtin(model)), **values)
         backend.info = ModelInfo(spec, backend.info.revision, backend.info.backend, backend.info.settings)
         return backend
 

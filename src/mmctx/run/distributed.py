@@ -38,8 +38,9 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from mmctx.models import BUILTIN_PREFIX, cache_root, load_backend, resolve_builtin
+from mmctx.models import BUILTIN_PREFIX, cache_root, load_backend, options_for, resolve_builtin
 from mmctx.models.base import Backend, Capabilities, ModelInfo
+from mmctx.models.registry import is_remote
 from mmctx.models.store import backend_secrets
 from mmctx.prompts.messages import ImagePart, Message, file_sha256
 from mmctx.run.plan import PlannedRequest
@@ -73,7 +74,7 @@ class RayOptions:
 def execute_distributed(
     plan: list[PlannedRequest],
     backend_spec: str,
-    backend_kwargs: dict[str, Any],
+    options: Any,
     run_dir: Path,
     *,
     config: RunConfig,
@@ -88,9 +89,13 @@ def execute_distributed(
     Does what `evaluate` does between "load backend" and "execute", with the backend loaded
     inside each Ray actor instead of here; the run folder it leaves is the one a
     single-process run would leave (same manifest, requests and response keys).
+
+    ``options`` is the backend's options record (`mmctx.models.options_for`), shipped to every
+    actor as it is (options records are frozen dataclasses: they pickle), or flat values for it.
     """
     run_dir = Path(run_dir)
-    with ReplicaPool.start(backend_spec, backend_kwargs, workers=workers, address=address) as pool:
+    options = _options(backend_spec, options)
+    with ReplicaPool.start(backend_spec, options, workers=workers, address=address) as pool:
         check_capabilities(plan, pool)  # type: ignore[arg-type] - needs only .info and .capabilities
         open_run(run_dir, manifest_for(config, pool), plan, pool.info)  # type: ignore[arg-type]
         stats = pool.execute(
@@ -113,8 +118,8 @@ class MissingImages:
 class Replica:
     """One model replica; runs as a Ray actor. Loads the backend once and returns rows, never writes them."""
 
-    def __init__(self, spec: str, backend_kwargs: dict[str, Any]):
-        self.backend = _load_backend(spec, backend_kwargs)
+    def __init__(self, spec: str, options: Any):
+        self.backend = _load_backend(spec, options)
         self.image_cache = Path(tempfile.gettempdir()) / "mmctx-ray-images"
 
     def describe(self) -> tuple[ModelInfo, Capabilities]:
@@ -140,12 +145,17 @@ class Replica:
         return _run_chunk(local, self.backend, key_of)
 
 
-def _load_backend(spec: str, backend_kwargs: dict[str, Any]) -> Backend:
+def _options(spec: str, options: Any) -> Any:
+    """The backend's options record; flat values (a mapping) go through `options_for`."""
+    return options_for(spec, options) if isinstance(options, Mapping) else options
+
+
+def _load_backend(spec: str, options: Any) -> Backend:
     if spec.startswith(BUILTIN_PREFIX):
         # Replicas on one node share the cache: the first builds the tiny checkpoint, the rest wait.
         with _file_lock(cache_root() / "models" / ".build.lock"):
             resolve_builtin(spec)
-    return load_backend(spec, **backend_kwargs)
+    return load_backend(spec, options)
 
 
 @contextmanager
@@ -265,20 +275,19 @@ class ReplicaPool:
         self._image_refs: dict[str, Any] = {}
 
     @classmethod
-    def start(
-        cls, spec: str, backend_kwargs: dict[str, Any], *, workers: int | None = None, address: str | None = None
-    ) -> ReplicaPool:
+    def start(cls, spec: str, options: Any, *, workers: int | None = None, address: str | None = None) -> ReplicaPool:
         """Join (or start) Ray, start the replicas and wait until each has loaded the model."""
-        if str(backend_kwargs.get("device", "auto")).startswith("cuda:"):
+        options = _options(spec, options)
+        if str(getattr(options, "device", "auto")).startswith("cuda:"):
             raise RunError("with --ray every worker gets its own GPU; use --device auto or cuda, not a GPU index")
         ray = _import_ray()
         owns_ray = not ray.is_initialized()
         if owns_ray:
             ray.init(address=address)
         try:
-            resources, count = _placement(spec, backend_kwargs, workers, ray.cluster_resources())
+            resources, count = _placement(spec, options, workers, ray.cluster_resources())
             actor_class = ray.remote(Replica).options(**resources)
-            handles = [actor_class.remote(spec, backend_kwargs) for _ in range(count)]
+            handles = [actor_class.remote(spec, options) for _ in range(count)]
             try:
                 described = ray.get([h.describe.remote() for h in handles])
             except ray.exceptions.RayActorError as exc:
@@ -393,13 +402,16 @@ def _import_ray():
     return ray
 
 
-def _placement(
-    spec: str, backend_kwargs: dict[str, Any], workers: int | None, cluster: dict[str, float]
-) -> tuple[dict[str, float], int]:
-    """The resources of one replica and how many replicas to start."""
+def _placement(spec: str, options: Any, workers: int | None, cluster: dict[str, float]) -> tuple[dict[str, float], int]:
+    """The resources of one replica and how many replicas to start.
+
+    A replica gets a GPU when the cluster has some, unless its backend calls a server or is
+    told to run on the CPU (a backend without a ``device`` option runs where it is placed).
+    """
     gpus = int(cluster.get("GPU", 0))
     cpus = int(cluster.get("CPU", 0))
-    wants_gpu = gpus > 0 and backend_kwargs.get("device", "auto") != "cpu" and not spec.startswith("openai:")
+    device = getattr(_options(spec, options), "device", "auto")
+    wants_gpu = gpus > 0 and device != "cpu" and not is_remote(spec)
     count = workers if workers is not None else (gpus if wants_gpu else CPU_WORKERS)
     if count < 1:
         raise RunError(f"--ray-workers must be at least 1, got {count}")

@@ -11,10 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from mmctx.data.disk import load_benchmark
-from mmctx.models import load_backend, sized_by_plan
+from mmctx.models import load_backend, options_for, sized_by_plan
 from mmctx.models.base import Backend
+from mmctx.models.registry import changed_values
 from mmctx.prompts.build import preset_problems
 from mmctx.prompts.presets import Preset, get_preset
 from mmctx.run.distributed import RayOptions
@@ -92,18 +94,20 @@ def evaluate(
     grid = with_demo_orders(parse_settings(settings), demo_orders)
     plan = plan_requests(bench, grid, config.scorers, chosen, seed, limits, limit=limit, tasks=tasks)
     plan = take_shard(plan, Shard.parse(shard) if shard else None)
-    extra = {k: v for k, v in (("adapter", adapter), ("quantization", quantization)) if v}
-    extra.update(backend_options or {})  # backend-specific: base_url, max_concurrency, score_mode, …
-    if sized_by_plan(model):  # the engine is sized up front for the most images one prompt holds
-        extra.setdefault("max_images", max((sum(len(m.images) for m in r.prompt.messages) for r in plan), default=1))
-    backend_kwargs = dict(
-        device=device, dtype=dtype, batch_size=batch_size, revision=revision,
-        trust_remote_code=trust_remote_code, **extra,
+    # evaluate's model arguments and `backend_options` are flat values: the backend takes its own,
+    # and one it does not take is refused if the caller set it (`options_for`: None, False and
+    # "auto" — these arguments' defaults — count as not set; batch_size and device steer the run too).
+    values = dict(
+        device=device, dtype=dtype, batch_size=batch_size, revision=revision, trust_remote_code=trust_remote_code,
+        adapter=adapter, quantization=quantization, **(backend_options or {}),
     )  # fmt: skip
+    if sized_by_plan(model):  # the engine is sized up front for the most images one prompt holds
+        values.setdefault("max_images", max((sum(len(m.images) for m in r.prompt.messages) for r in plan), default=1))
+    options = options_for(model, values)
     run_dir = Path(run_dir)
     # Held from before the model loads: a second process on the folder refuses at once.
     with run_lock(run_dir):
-        stats = _execute(plan, model, backend_kwargs, run_dir, config, batch_size, show_progress, retry_errors,
+        stats = _execute(plan, model, options, run_dir, config, batch_size, show_progress, retry_errors,
                          backend_factory, ray)  # fmt: skip
         results, cells = rescore(run_dir)
     return RunOutcome(run_dir, stats, results, cells)
@@ -112,7 +116,7 @@ def evaluate(
 def _execute(
     plan: list[PlannedRequest],
     model: str,
-    backend_kwargs: dict,
+    options: Any,
     run_dir: Path,
     config: RunConfig,
     batch_size: int,
@@ -121,16 +125,20 @@ def _execute(
     backend_factory: Callable[..., Backend],
     ray: RayOptions | None,
 ) -> RunStats:
-    """Load the backend (or the Ray replicas), open the run folder and send what is not stored."""
+    """Load the backend (or the Ray replicas), open the run folder and send what is not stored.
+
+    ``options`` is the backend's options record (`mmctx.models.options_for`); ``backend_factory``
+    is called as ``factory(model, **fields)`` with the fields set to other than their defaults.
+    """
     if ray is not None:  # one replica per Ray actor, each loading the backend itself; rows come back here
         from mmctx.run.distributed import execute_distributed
 
         stats = execute_distributed(
-            plan, model, backend_kwargs, run_dir, config=config, workers=ray.workers, address=ray.address,
+            plan, model, options, run_dir, config=config, workers=ray.workers, address=ray.address,
             batch_size=batch_size, show_progress=show_progress, retry_errors=retry_errors,
         )  # fmt: skip
     else:
-        backend = backend_factory(model, **backend_kwargs)
+        backend = backend_factory(model, **changed_values(options))
         check_capabilities(plan, backend)
         manifest = manifest_for(config, backend)
         open_run(run_dir, manifest, plan, backend.info)
