@@ -328,3 +328,27 @@ def test_resuming_a_run_refuses_a_preset_file_changed_since(shapes_bench, tmp_pa
     resumed = cli.invoke(app, args)
     assert resumed.exit_code != 0
     assert "preset" in resumed.output
+
+
+def test_labels_may_be_numbers_but_not_yaml_booleans(tmp_path):
+    numbered = _write(tmp_path / "numbered.yaml", "extends: fewmmbench\nlabels: [1, 2, 3, 4]\n")
+    assert get_preset(str(numbered)).labels == ("1", "2", "3", "4")
+    booleans = _write(tmp_path / "booleans.yaml", "extends: fewmmbench\nlabels: [Yes, No]\n")
+    with pytest.raises(PresetError, match="labels: must be"):
+        get_preset(str(booleans))
+
+
+def test_the_documented_example_preset_loads_and_renders(tmp_path):
+    """The YAML example in docs/extending.md's Presets section is a working preset."""
+    doc = (Path(__file__).parents[1] / "docs" / "extending.md").read_text(encoding="utf-8")
+    section = doc[doc.index("## Presets") :]
+    example = section[section.index("```yaml\n") + len("```yaml\n") : section.index("```\n", section.index("```yaml"))]
+    preset = get_preset(str(_write(tmp_path / "my-wording.yaml", example)))
+    base = get_preset("fewmmbench")
+    assert preset.name == "my-wording" and preset.labels[:2] == ("1", "2")
+    assert preset.formats["mcqa"].instructions["cot"] == base.formats["mcqa"].instructions["cot"]
+    query, demos = _samples("mcqa")
+    (tmp_path / "img.bin").write_bytes(IMAGE_BYTES)
+    text = build_prompt(query, demos, preset, "letter", seed=0, root=tmp_path).messages[-1].text
+    assert text.startswith("Question: What is left of the star?\nChoices:\n1. ")
+    assert text.endswith("\nReply with the number of the right choice only.")

@@ -208,6 +208,14 @@ def _check_format(fmt: str, entry: Any, base: FormatTemplate | None, where: str)
     return problems
 
 
+def _is_label(value: Any) -> bool:
+    # YAML reads `[1, 2, 3]` as numbers: whole numbers are taken as their digits. A YAML boolean
+    # (`[Yes, No]` unquoted) is refused rather than turned into "True".
+    if isinstance(value, bool):
+        return False
+    return isinstance(value, int) or (isinstance(value, str) and value != "")
+
+
 def _check_top(data: dict, base: Preset | None) -> list[str]:
     problems = [f"{k}: unknown key{_suggest(str(k), _KEYS)}" for k in data if k not in _KEYS]
     for key in ("name", "description", "preamble", "extends"):
@@ -219,9 +227,9 @@ def _check_top(data: dict, base: Preset | None) -> list[str]:
         problems.append("single_turn: must be true or false")
     labels = data.get("labels")
     if labels is not None:
-        if not isinstance(labels, list) or not labels or not all(isinstance(x, str) and x for x in labels):
-            problems.append("labels: must be a non-empty list of non-empty strings")
-        elif len(set(labels)) != len(labels):
+        if not isinstance(labels, list) or not labels or not all(_is_label(x) for x in labels):
+            problems.append("labels: must be a non-empty list of non-empty strings (or whole numbers)")
+        elif len({str(x) for x in labels}) != len(labels):
             problems.append("labels: must be distinct (an answer names its option by label)")
     if base is None:
         problems += [f"{key}: missing (required unless the preset extends another)" for key in ("preamble", "formats")
@@ -272,7 +280,7 @@ def _merged(name: str, data: dict, base: Preset | None) -> Preset:
         preamble=data.get("preamble", fallback.preamble),
         formats=formats,
         single_turn=data.get("single_turn", fallback.single_turn),
-        labels=tuple(data.get("labels", fallback.labels)),
+        labels=tuple(str(label) for label in data.get("labels", fallback.labels)),
         description=data.get("description", fallback.description),
     )
 
