@@ -97,7 +97,10 @@ class Preset:
         return hashlib.sha256(canonical.encode()).hexdigest()
 
     def to_yaml(self) -> str:
-        """A self-contained preset file (no ``extends``) that `get_preset` loads back to this preset."""
+        """A self-contained preset file (no ``extends``) that `get_preset` loads back to this preset.
+
+        A built-in's copy keeps the built-in's name, which a file may not take: rename it to edit it.
+        """
         data = {"name": self.name, "description": self.description} | self.content()
         return yaml.dump(data, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=1_000_000)
 
