@@ -423,16 +423,26 @@ def rationales(
     seed: int = typer.Option(0),
     device: str = typer.Option("auto"),
     dtype: str = typer.Option("auto"),
+    retry_errors: bool = typer.Option(False, help="Ask again for replies stored as errors."),
 ) -> None:
-    """Step 4: CoT rationales for every similar demo, with answer injection and filtering."""
+    """Step 4: CoT rationales for every similar demo, with answer injection and filtering.
+
+    Every reply is kept in BENCHMARK/curation/responses.sqlite as it arrives: run the command
+    again after an interruption and it asks only for what is not stored yet.
+    """
     from mmctx.curate.pipeline import rationales_step
     from mmctx.data.disk import load_benchmark, save_benchmark
 
     bench = load_benchmark(benchmark)
     kw = {} if source == "scene-graph" else {"device": device, "dtype": dtype}
-    counts = rationales_step(bench, source, benchmark / "curation", seed, attempts, **kw)
+    counts = rationales_step(bench, source, benchmark / "curation", seed, attempts, retry_errors, **kw)
     save_benchmark(bench, benchmark)
+    calls = counts.pop("model_calls", None)
     console.print(f"rationales: {counts}")
+    if calls is not None:
+        console.print(
+            f"model calls: {calls['from_store']} from the store, {calls['asked']} asked ({calls['errors']} errors)"
+        )
 
 
 build_app = typer.Typer(no_args_is_help=True, help="Build benchmarks from downloaded source datasets.")
