@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up mmctx in ./.venv on a fresh machine: CPU torch from the local wheel, then mmctx.
+# Set up mmctx in ./.venv on a fresh machine: CPU torch from the local wheel, then mmctx and
+# mmctx-reference (reference/).
 # Idempotent: a second call only checks that everything is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,3 +16,7 @@ if ! python -c "import torch, torchvision" 2>/dev/null; then
   pip install --quiet "torch==2.14.1" "torchvision==0.29.1"
 fi
 pip install --quiet -e ".[test]"
+# The reference models' training, a distribution of its own (`mmctx train-reference` needs it);
+# mmctx, its one dependency, is installed just above. Named as a path (./), since a package index
+# has an unrelated project called `reference`.
+pip install --quiet --no-deps -e ./reference

@@ -26,7 +26,9 @@ def _fail(message: str) -> None:
 @app.command()
 def validate(
     path: Path = typer.Argument(..., help="Benchmark folder."),
-    preset: str = typer.Option("fewmmbench", help="Prompt preset the run will use (its option labels)."),
+    preset: str = typer.Option(
+        "fewmmbench", help="Prompt preset the run will use (its option labels): a built-in name or a preset .yaml file."
+    ),
 ) -> None:
     """Check a benchmark and print every problem found (exit 1 if any): what a run refuses, this refuses.
 
@@ -106,7 +108,9 @@ def run(
         "all", help="Comma list: 0-shot,4-random,4-similar,4-similar-cot,8-random,8-similar,8-similar-cot."
     ),
     scorers: str = typer.Option("all", help="Comma list: generate,ppl."),
-    preset: str = typer.Option("fewmmbench", help="Prompt preset: fewmmbench | fewmmbench-single-turn."),
+    preset: str = typer.Option(
+        "fewmmbench", help="Prompt preset: fewmmbench | fewmmbench-single-turn | PATH.yaml (docs/extending.md)."
+    ),
     seed: int = typer.Option(0, help="Seeds option shuffling."),
     max_new_tokens: int = typer.Option(16, help="Generation limit for settings without CoT."),
     cot_max_new_tokens: int = typer.Option(512, help="Generation limit for CoT settings."),
@@ -690,8 +694,16 @@ def train_reference(
         False, help="Check the pipeline in about two minutes (a few steps; meaningless scores)."
     ),
 ) -> None:
-    """Train the reference models (shapes-clip, shapes-vlm) from a seed on the CPU, score them, write cards."""
-    from mmctx.reference.train import train_reference as run_training
+    """Train the reference models (shapes-clip, shapes-vlm) from a seed on the CPU, score them, write cards.
+
+    Needs the mmctx-reference package (`pip install -e ./reference` in mmctx's repository).
+    """
+    try:
+        from mmctx_reference.train import train_reference as run_training
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != "mmctx_reference":
+            raise  # a dependency of an installed mmctx_reference: its own error says which
+        _fail("training needs the mmctx-reference package: run `pip install -e ./reference` in mmctx's repository")
 
     try:
         result = run_training(out, seed=seed, grid=grid, quick=quick, only=only)

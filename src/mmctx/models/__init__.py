@@ -2,7 +2,7 @@
 
 Specs:
   - ``builtin:shapes-clip`` / ``builtin:shapes-vlm``: reference models trained by
-    ``mmctx train-reference``, shipped inside the package (`mmctx.reference`; if a folder is
+    ``mmctx train-reference``, shipped inside the package (`mmctx.models.shipped`; if a folder is
     missing, an error names the command that trains it). shapes-vlm is the default model.
   - ``builtin:tiny-idefics3`` / ``builtin:tiny-llava``: a tiny random-weight checkpoint built
     offline on first use (chance-level; for pipelines and tests, not for scores).
@@ -39,7 +39,7 @@ from mmctx.models.registry import BackendOptionError, backend, load_backend, opt
 
 BUILTIN_PREFIX = "builtin:"
 BUILTINS = {"tiny-idefics3": "idefics3", "tiny-llava": "llava"}  # built on first use: name -> family
-SHIPPED = {"shapes-vlm": "chat", "shapes-clip": "encoder"}  # trained, inside the package (`mmctx.reference`)
+SHIPPED = {"shapes-vlm": "chat", "shapes-clip": "encoder"}  # trained, inside the package (`mmctx.models.shipped`)
 DEFAULT_MODEL = "builtin:shapes-vlm"  # trained on shapes-world: the demo's scores mean something
 
 
@@ -66,7 +66,7 @@ def resolve_builtin(spec: str, kind: str = "chat") -> Path:
         same = [BUILTIN_PREFIX + n for n in (*SHIPPED, *BUILTINS) if builtin_kind(n) == kind]
         raise ValueError(f"{spec} is {noun[found]}, not {noun[kind]}; built-in {kind} models: {same}")
     if name in SHIPPED:
-        from mmctx.reference.shipped import shipped
+        from mmctx.models.shipped import shipped
 
         return shipped(name)
     folder = cache_root() / "models" / name

@@ -10,7 +10,7 @@ in fresh processes on the same batches, the two alternating for ``--rounds`` rou
 machine's speed drifts); each half's loss is scaled to its share of the whole batch's, and the
 split's first gradient must agree with the whole batch's. Prints median seconds a step.
 
-    python benchmarks/split_batch_speed.py [--vision-steps 24] [--language-steps 60] [--rounds 3]
+    python reference/benchmarks/split_batch_speed.py [--vision-steps 24] [--language-steps 60] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 from _stage2 import language_parameters, stage2, train_only
+from mmctx_reference.vlm import Mixture, _pixels, collate, draw_batch, forward_cached, load_for_training, reply_loss
 
-from mmctx.reference.shipped import VLM_NAME, shipped
-from mmctx.reference.vlm import Mixture, _pixels, collate, draw_batch, forward_cached, load_for_training, reply_loss
+from mmctx.models.shipped import VLM_NAME, shipped
 
 VISION_BATCH = 64
 WARM_UP = 3

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from mmctx_reference.vlm import QueryPools, Renderer, _pixels, cached_image_tokens, load_for_training
 
 from mmctx.data.shapes import build_benchmark
-from mmctx.reference.shipped import VLM_NAME, shipped
-from mmctx.reference.vlm import QueryPools, Renderer, _pixels, cached_image_tokens, load_for_training
+from mmctx.models.shipped import VLM_NAME, shipped
 from mmctx.schema import Benchmark
 
 

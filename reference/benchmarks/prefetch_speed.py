@@ -5,7 +5,7 @@ Draws stage-2 batches of a shapes-world benchmark (drawing, rendering and collat
 training steps (draw, forward, backward, AdamW) each way, alternating; checks both ways saw
 the same batches, and prints the ratio.
 
-    python benchmarks/prefetch_speed.py [--steps 60]
+    python reference/benchmarks/prefetch_speed.py [--steps 60]
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ import time
 
 import torch
 from _stage2 import language_parameters, stage2, train_only
-
-from mmctx.reference.vlm import Mixture, collate, draw_batch, forward_cached, prefetched, reply_loss
+from mmctx_reference.vlm import Mixture, collate, draw_batch, forward_cached, prefetched, reply_loss
 
 
 def inline(make, n):

@@ -1,5 +1,5 @@
 """`mmctx train-reference`: both reference models trained, scored and carded from one command,
-and the built-in specs that load the shipped copies."""
+and its refusals (quick models over the shipped ones, unknown parts, negative seeds)."""
 
 from __future__ import annotations
 
@@ -21,9 +21,10 @@ def quick_reference(tmp_path_factory):
 
 
 def test_train_reference_writes_two_loadable_checkpoints_with_cards(quick_reference):
+    from mmctx_reference.train import folder_megabytes
+
     from mmctx.curate.embed import load_encoder
     from mmctx.models import load_backend
-    from mmctx.reference.train import folder_megabytes
 
     out, output = quick_reference
     assert "shapes-vlm/README.md" in output
@@ -62,7 +63,7 @@ def test_the_vlm_card_holds_trained_and_untrained_scores_with_intervals(quick_re
 
 
 def test_a_task_is_above_chance_only_where_its_whole_interval_is():
-    from mmctx.reference.train import tasks_not_above_chance
+    from mmctx_reference.train import tasks_not_above_chance
 
     def cell(task, low, high):
         return {"task": task, "setting": "0-shot", "scorer": "ppl", "n": 100, "accuracy": (low + high) / 2,
@@ -82,7 +83,7 @@ def test_a_trained_vlm_can_be_rescored_without_retraining(quick_reference, tmp_p
     deterministic) and rewrites the card."""
     import shutil
 
-    from mmctx.reference.train import score_vlm_reference
+    from mmctx_reference.train import score_vlm_reference
 
     out, _ = quick_reference
     folder = shutil.copytree(out / "shapes-vlm", tmp_path / "shapes-vlm")
@@ -105,25 +106,8 @@ def test_the_clip_card_compares_similar_and_random_demos(quick_reference):
     assert "Figure 7" in (out / "shapes-clip" / "README.md").read_text()
 
 
-def test_shipped_builtins_resolve_or_name_the_command_that_rebuilds_them(tmp_path, monkeypatch):
-    import importlib
-
-    from mmctx.models import resolve_builtin
-
-    shipped_module = importlib.import_module("mmctx.reference.shipped")
-
-    monkeypatch.setattr(shipped_module, "REFERENCE_MODELS", tmp_path)
-    with pytest.raises(shipped_module.MissingReferenceModel, match="mmctx train-reference"):
-        resolve_builtin("builtin:shapes-vlm")
-    (tmp_path / "shapes-clip").mkdir()
-    (tmp_path / "shapes-clip" / "config.json").write_text("{}")
-    assert resolve_builtin("builtin:shapes-clip", kind="encoder") == tmp_path / "shapes-clip"
-    with pytest.raises(ValueError, match="builtin:shapes-vlm"):
-        resolve_builtin("builtin:nope")
-
-
 def test_train_reference_refuses_quick_models_over_the_shipped_ones_and_unknown_parts(tmp_path):
-    from mmctx.reference import REFERENCE_MODELS
+    from mmctx_reference import REFERENCE_MODELS
 
     before = sorted(p.name for p in REFERENCE_MODELS.rglob("*"))
     result = CliRunner().invoke(app, ["train-reference", "--out", str(REFERENCE_MODELS), "--quick"])
@@ -135,46 +119,8 @@ def test_train_reference_refuses_quick_models_over_the_shipped_ones_and_unknown_
     assert result.exit_code != 0 and not any(tmp_path.iterdir())
 
 
-def test_a_missing_shipped_vlm_names_the_command_that_trains_one(tmp_path, monkeypatch):
-    import importlib
-
-    from mmctx.data.shapes import build_benchmark
-
-    monkeypatch.setattr(importlib.import_module("mmctx.reference.shipped"), "REFERENCE_MODELS", tmp_path / "none")
-    build_benchmark(tmp_path / "bench", queries_per_task=1, seed=0)
-    args = ["run", str(tmp_path / "bench"), "--out", str(tmp_path / "run")]  # the default model is shapes-vlm
-    result = CliRunner().invoke(app, args)
-    assert result.exit_code == 2, result.output
-    assert "is missing" in result.output and "mmctx train-reference --only vlm" in result.output
-
-
-def test_curate_needs_an_encoder_for_pools_that_are_not_shapes_world(tmp_path):
-    from mmctx.data.disk import read_samples, write_samples
-
-    runner = CliRunner()
-    assert runner.invoke(app, ["shapes", "--out", str(tmp_path / "pool"), "--per-task", "12"]).exit_code == 0
-    table = tmp_path / "pool" / "pool.jsonl"
-    write_samples([s.model_copy(update={"source": "vqav2"}) for s in read_samples(table)], table)
-    for command in (["curate", str(tmp_path / "pool"), "--out", str(tmp_path / "bench")],
-                    ["embed", str(tmp_path / "pool"), "--out", str(tmp_path / "work")]):  # fmt: skip
-        result = runner.invoke(app, command)
-        assert result.exit_code == 2 and "--encoder is required" in result.output, result.output
-
-
-def test_builtin_specs_are_refused_where_they_are_the_wrong_kind_of_model():
-    from mmctx.curate.embed import EncoderError, load_encoder
-    from mmctx.models import load_backend
-
-    with pytest.raises(ValueError, match="is an encoder, not a chat model"):
-        load_backend("builtin:shapes-clip")
-    with pytest.raises(
-        EncoderError, match=r"is a chat model, not an encoder; built-in encoder models: \['builtin:shapes-clip'\]"
-    ):
-        load_encoder("clip:builtin:tiny-idefics3")
-
-
 def test_the_card_says_how_stage_one_was_taught_arrow_ends():
-    from mmctx.reference.train import _arrow_text
+    from mmctx_reference.train import _arrow_text
 
     assert _arrow_text({}) == ""  # metrics from before these were measured (the shipped model's)
     assert _arrow_text({"arrow_roles": False, "neighbour_layers": [], "arrow_sources_read": None}) == ""
@@ -185,7 +131,7 @@ def test_the_card_says_how_stage_one_was_taught_arrow_ends():
     assert "if an arrow starts at it" in text and "first and second layers" in text and "0.81, 0.40" in text
     assert "source is the joined shape with more `arrow tail` in 70.0%" in text and "`arrow head` in 75.3%" in text
     assert "draws" not in text  # uniform draws go unsaid
-    from mmctx.reference.train import _exact_ends_text
+    from mmctx_reference.train import _exact_ends_text
 
     assert _exact_ends_text({}) == "" and _exact_ends_text({"exact_arrow_ends": False}) == ""
     assert "tower's own tokens only" in _exact_ends_text({"exact_arrow_ends": True})

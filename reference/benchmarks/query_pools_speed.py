@@ -6,7 +6,7 @@ Builds a small shapes-world benchmark and pads its zero-shot pool with copies of
 ``--batches`` batches of stage 2's last phase each way from the same seed, checks they are the
 same batches, and prints the time per batch and the ratio.
 
-    python benchmarks/query_pools_speed.py [--pool 22000] [--batches 200]
+    python reference/benchmarks/query_pools_speed.py [--pool 22000] [--batches 200]
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from mmctx_reference.vlm import CURRICULUM, Mixture, QueryPools, Renderer, draw_batch, load_for_training, mixture_at
+
 from mmctx.data.shapes import build_benchmark
-from mmctx.reference.shipped import VLM_NAME, shipped
-from mmctx.reference.vlm import CURRICULUM, Mixture, QueryPools, Renderer, draw_batch, load_for_training, mixture_at
+from mmctx.models.shipped import VLM_NAME, shipped
 
 
 def main() -> None:

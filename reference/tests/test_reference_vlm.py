@@ -9,8 +9,7 @@ import math
 from dataclasses import replace
 
 import pytest
-
-from mmctx.reference.vlm import Architecture, Mixture, feature_names, label_classes, patch_features, patch_labels
+from mmctx_reference.vlm import Architecture, Mixture, feature_names, label_classes, patch_features, patch_labels
 
 SMALL = Architecture(
     scale_factor=3, vision_hidden=48, vision_layers=1, vision_heads=2, hidden=80, layers=2, intermediate=128
@@ -126,7 +125,7 @@ def test_arrow_roles_label_the_source_and_target_objects_own_patches():
 
 
 def test_arrow_scenes_get_their_share_of_stage_one_draws_each_kind_equally():
-    from mmctx.reference.vlm import arrow_scene_weights
+    from mmctx_reference.vlm import arrow_scene_weights
 
     no_arrow = copy.deepcopy(ONE_FRAME)
     no_arrow["frames"][0]["arrows"] = []
@@ -143,8 +142,7 @@ def test_stage_one_draws_only_images_its_weights_allow(small_vlm):
     would make the loss NaN, as it does when every image may be drawn. (The linear phase's start,
     a least-squares read-out, sees every image, so only the class phase is run.)"""
     import torch
-
-    from mmctx.reference.vlm import pretrain_vision
+    from mmctx_reference.vlm import pretrain_vision
 
     model, pixels, features, labels = _model_and_images(small_vlm)
     poisoned = pixels.clone()
@@ -158,8 +156,7 @@ def test_stage_one_draws_only_images_its_weights_allow(small_vlm):
 
 def test_exact_arrow_ends_replace_only_the_arrow_directions_of_a_token():
     import torch
-
-    from mmctx.reference.vlm import feature_basis, token_scale, with_exact_arrow_ends
+    from mmctx_reference.vlm import feature_basis, token_scale, with_exact_arrow_ends
 
     basis, scale, names = feature_basis(128, 0), token_scale(144), feature_names()
     exact = patch_features(ONE_FRAME, 96, 8).sum(0)
@@ -181,7 +178,7 @@ def test_exact_arrow_ends_replace_only_the_arrow_directions_of_a_token():
 
 
 def test_arrow_ends_read_back_compare_the_two_joined_shapes():
-    from mmctx.reference.vlm import arrow_ends_read
+    from mmctx_reference.vlm import arrow_ends_read
 
     read = patch_features(ONE_FRAME, 96, 8).sum(0)
     assert arrow_ends_read([read], [ONE_FRAME]) == (1.0, 1.0)
@@ -198,7 +195,7 @@ def test_arrow_ends_read_back_compare_the_two_joined_shapes():
 @pytest.fixture(scope="module")
 def small_vlm(tmp_path_factory):
     """A small training benchmark and a random-weight model of the trainer's family on it."""
-    from mmctx.reference.vlm import build_shapes_tokenizer, build_shapes_vlm, prompt_corpus, training_benchmark
+    from mmctx_reference.vlm import build_shapes_tokenizer, build_shapes_vlm, prompt_corpus, training_benchmark
 
     root = tmp_path_factory.mktemp("shapes-vlm")
     bench = training_benchmark(root / "bench", seed=0, queries_per_task=2, pool_per_task=10)
@@ -208,10 +205,11 @@ def small_vlm(tmp_path_factory):
 
 @pytest.mark.parametrize("shots,style", [(0, "letter"), (0, "text"), (3, "cot"), (2, "letter")])
 def test_training_conversations_are_what_the_hf_backend_sees(small_vlm, shots, style):
+    from mmctx_reference.vlm import Renderer, load_for_training, reply_text, with_rationale
+
     from mmctx.models.hf import HFBackend
     from mmctx.prompts.build import build_prompt, shown_options
     from mmctx.prompts.presets import get_preset
-    from mmctx.reference.vlm import Renderer, load_for_training, reply_text, with_rationale
 
     bench, path = small_vlm
     _, processor, adapter = load_for_training(path)
@@ -234,7 +232,7 @@ def test_training_conversations_are_what_the_hf_backend_sees(small_vlm, shots, s
 
 
 def test_stage_two_turns_to_spatial_relations_alone_then_keeps_them_frequent():
-    from mmctx.reference.vlm import CURRICULUM, DRILLED, RESTART, SPATIAL_TASKS, Phase, mixture_at
+    from mmctx_reference.vlm import CURRICULUM, DRILLED, RESTART, SPATIAL_TASKS, Phase, mixture_at
 
     base = Mixture(tokens_per_batch=999)
     drawn = [mixture_at(step, 10, base, CURRICULUM) for step in range(10)]
@@ -268,8 +266,8 @@ def test_the_card_names_the_steps_each_source_was_drawn_for(steps):
     where a phase is empty or its end is not a whole step; the restart's continue the count."""
     from dataclasses import asdict
 
-    from mmctx.reference.train import _curriculum
-    from mmctx.reference.vlm import CURRICULUM, RESTART, Phase, mixture_at
+    from mmctx_reference.train import _curriculum
+    from mmctx_reference.vlm import CURRICULUM, RESTART, Phase, mixture_at
 
     curriculum = [*CURRICULUM[:2], Phase(0.9, focus=0.35, drill=0.3)]  # leaves a tail to the base mixture
     metrics = {
@@ -294,7 +292,7 @@ def test_prefetched_batches_are_the_ones_drawn_inline_in_order():
     import threading
     import time
 
-    from mmctx.reference.vlm import prefetched
+    from mmctx_reference.vlm import prefetched
 
     def maker(rng):
         def make(i):
@@ -332,7 +330,7 @@ def test_a_batchs_queries_come_from_the_drilled_tasks_as_often_as_the_mixture_sa
     import dataclasses
     import random
 
-    from mmctx.reference.vlm import (
+    from mmctx_reference.vlm import (
         DRILLED,
         FOCUS_TASKS,
         SPATIAL_TASKS,
@@ -380,8 +378,7 @@ def test_zero_shot_batches_draw_drilled_queries_from_the_drill_scenes_too(small_
     """The restart's extra scenes are asked in zero-shot batches' drilled share, and only there."""
     import random
 
-    from mmctx.data.shapes import generate_pool
-    from mmctx.reference.vlm import (
+    from mmctx_reference.vlm import (
         DRILL_SCENE_TASKS,
         DRILLED,
         QueryPools,
@@ -390,6 +387,8 @@ def test_zero_shot_batches_draw_drilled_queries_from_the_drill_scenes_too(small_
         draw_batch,
         load_for_training,
     )
+
+    from mmctx.data.shapes import generate_pool
 
     bench, path = small_vlm
     _, processor, adapter = load_for_training(path)
@@ -414,8 +413,7 @@ def test_kept_query_pools_draw_the_batches_fresh_ones_would_across_phases(small_
     afresh for each batch, also when the phase (and so the drilled tasks and shares) changes."""
     import random
 
-    from mmctx.data.shapes import generate_pool
-    from mmctx.reference.vlm import (
+    from mmctx_reference.vlm import (
         CURRICULUM,
         DRILL_SCENE_TASKS,
         RESTART,
@@ -426,6 +424,8 @@ def test_kept_query_pools_draw_the_batches_fresh_ones_would_across_phases(small_
         load_for_training,
         mixture_at,
     )
+
+    from mmctx.data.shapes import generate_pool
 
     bench, path = small_vlm
     _, processor, adapter = load_for_training(path)
@@ -451,8 +451,7 @@ def test_kept_query_pools_draw_the_batches_fresh_ones_would_across_phases(small_
 
 def test_the_fitted_connector_reads_out_every_patch_and_adds_up_its_cell(small_vlm):
     import torch
-
-    from mmctx.reference.vlm import (
+    from mmctx_reference.vlm import (
         feature_basis,
         fit_connector,
         image_tokens,
@@ -485,9 +484,7 @@ def test_with_one_token_an_image_the_connector_writes_positions_from_where_the_p
     added up: exact when the tower reads shares linearly, though positions themselves are not
     linear in the tower's output (so the tower's own read-out could not give them)."""
     import torch
-
-    from mmctx.data.shapes import SHAPES
-    from mmctx.reference.vlm import (
+    from mmctx_reference.vlm import (
         build_shapes_tokenizer,
         build_shapes_vlm,
         feature_basis,
@@ -498,6 +495,8 @@ def test_with_one_token_an_image_the_connector_writes_positions_from_where_the_p
         patch_states,
         token_scale,
     )
+
+    from mmctx.data.shapes import SHAPES
 
     one = Architecture(**{**SMALL.__dict__, "scale_factor": 12})
     assert one.image_tokens == 1
@@ -555,7 +554,7 @@ def test_a_shapes_share_times_its_patches_centres_is_where_the_scene_puts_it(sma
 def test_written_tokens_count_objects_beside_the_image_constant(small_vlm):
     """Over real scenes, the pairs an image's token carries add up to its number of objects
     (each counted once, whatever its size), and the constant to `IMAGE_CONSTANT`."""
-    from mmctx.reference.vlm import IMAGE_CONSTANT, feature_names, pair_columns, size_columns, token_scale
+    from mmctx_reference.vlm import IMAGE_CONSTANT, feature_names, pair_columns, size_columns, token_scale
 
     bench, _ = small_vlm
     samples = list(bench.queries) + list(bench.demos)
@@ -574,9 +573,9 @@ def test_counts_pass_the_language_models_norm_nearly_unscaled(small_vlm):
     80% of scenes within a factor 1.8); with the constant at 1 the spread is wider by more than
     a third (the reason the constant is large)."""
     import torch
+    from mmctx_reference.vlm import feature_names, token_scale
 
     from mmctx.data.shapes import SHAPES
-    from mmctx.reference.vlm import feature_names, token_scale
 
     bench, _ = small_vlm
     names = feature_names()
@@ -602,8 +601,7 @@ def _model_and_images(small_vlm, n: int = 8, weight: str = "object"):
     """The small VLM loaded for training, with the pixels, `patch_features` (weighted by
     ``weight``) and `patch_labels` of ``n`` real images."""
     import torch
-
-    from mmctx.reference.vlm import Renderer, load_for_training
+    from mmctx_reference.vlm import Renderer, load_for_training
 
     bench, path = small_vlm
     model, processor, adapter = load_for_training(path)
@@ -619,8 +617,7 @@ def test_vision_pretraining_learns_patch_classes_in_known_dimensions(small_vlm):
     """A few steps on a handful of real images lower the cross-entropy; the pair classes are read
     off the first output dimensions, which `patch_accuracy` scores."""
     import torch
-
-    from mmctx.reference.vlm import patch_accuracy, pretrain_vision
+    from mmctx_reference.vlm import patch_accuracy, pretrain_vision
 
     model, pixels, features, labels = _model_and_images(small_vlm)
     torch.manual_seed(0)
@@ -635,8 +632,7 @@ def test_neighbour_heads_start_on_the_neighbourhood_and_are_kept_there(small_vlm
     neighbourhood; stage 1 then trains everything else, while the position code the heads read
     stays put and the heads move only by weight decay."""
     import torch
-
-    from mmctx.reference.vlm import (
+    from mmctx_reference.vlm import (
         NEIGHBOUR_DIMS,
         build_shapes_vlm,
         load_for_training,
@@ -673,8 +669,7 @@ def test_neighbour_heads_start_on_the_neighbourhood_and_are_kept_there(small_vlm
 
 def test_stage_one_learns_arrow_roles_as_two_more_columns(small_vlm, tmp_path):
     import torch
-
-    from mmctx.reference.vlm import build_shapes_vlm, load_for_training, pretrain_vision
+    from mmctx_reference.vlm import build_shapes_vlm, load_for_training, pretrain_vision
 
     _, path = small_vlm
     narrow, pixels, coverage, _ = _model_and_images(small_vlm, weight="coverage")
@@ -696,8 +691,7 @@ def test_the_linear_phase_makes_the_features_a_linear_function_of_the_tower_outp
     given): on 8 images and 40 steps the per-object ones are small enough that the difference is
     within noise (measured 0.0062 against 0.0081, reversed at 80 steps)."""
     import torch
-
-    from mmctx.reference.vlm import least_squares_readout, patch_states, pretrain_vision
+    from mmctx_reference.vlm import least_squares_readout, patch_states, pretrain_vision
 
     model, pixels, features, labels = _model_and_images(small_vlm, weight="coverage")
 
@@ -717,7 +711,7 @@ def test_the_linear_phase_makes_the_features_a_linear_function_of_the_tower_outp
 
 def _for_evaluation(small_vlm):
     """The small VLM loaded in eval mode with a renderer over its benchmark: (bench, model, processor, renderer)."""
-    from mmctx.reference.vlm import Renderer, load_for_training
+    from mmctx_reference.vlm import Renderer, load_for_training
 
     bench, path = small_vlm
     model, processor, adapter = load_for_training(path)
@@ -728,16 +722,14 @@ def _for_evaluation(small_vlm):
 def _cached(model, renderer, paths):
     """`cached_image_tokens` of ``paths``, rendered as the trainer renders them."""
     import torch
-
-    from mmctx.reference.vlm import cached_image_tokens
+    from mmctx_reference.vlm import cached_image_tokens
 
     return cached_image_tokens(model, list(paths), torch.stack([renderer.pixel_values(p) for p in paths]))
 
 
 def test_cached_image_tokens_give_the_loss_the_model_computes_from_pixels(small_vlm):
     import torch
-
-    from mmctx.reference.vlm import collate, forward_cached, reply_loss
+    from mmctx_reference.vlm import collate, forward_cached, reply_loss
 
     bench, model, processor, renderer = _for_evaluation(small_vlm)
     queries = list(bench.queries)[:3]
@@ -761,13 +753,13 @@ def test_cached_image_tokens_give_the_loss_the_model_computes_from_pixels(small_
 
 
 def test_a_few_steps_lower_the_loss_and_save_a_loadable_checkpoint(tmp_path):
+    from mmctx_reference.vlm import DRILL_SCENE_TASKS, DRILLED, train_shapes_vlm
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     from mmctx.data.shapes.tasks import task_formats
     from mmctx.models import load_backend
     from mmctx.models.base import GenerateRequest
     from mmctx.prompts.messages import ImagePart, Message, TextPart
-    from mmctx.reference.vlm import DRILL_SCENE_TASKS, DRILLED, train_shapes_vlm
 
     m = train_shapes_vlm(
         tmp_path / "vlm", seed=0, steps=16, restart_steps=4, vision_steps=4, linear_steps=2, vision_batch=16, queries_per_task=2,
@@ -806,8 +798,7 @@ def test_look_at_images_starts_a_head_on_the_image_tokens(small_vlm):
     """After `look_at_images`, head 0 of the first layer gives the image tokens most of the
     reply position's attention; before it, about their share of the prompt."""
     import torch
-
-    from mmctx.reference.vlm import collate, feature_basis, look_at_images, token_scale
+    from mmctx_reference.vlm import collate, feature_basis, look_at_images, token_scale
 
     bench, model, processor, renderer = _for_evaluation(small_vlm)
     model.set_attn_implementation("eager")  # attention weights are returned by the eager kernel
@@ -843,8 +834,7 @@ def test_look_at_words_starts_heads_on_the_questions_shape_word_and_the_listed_c
     reply position's attention to the image, the question's shape word and the listed colours of
     "what colour is the <shape>?"; before, about their share of the prompt."""
     import torch
-
-    from mmctx.reference.vlm import (
+    from mmctx_reference.vlm import (
         collate,
         feature_basis,
         look_at_images,
@@ -894,8 +884,7 @@ def test_started_heads_must_not_share_keys(small_vlm, tmp_path):
     from dataclasses import replace
 
     import torch
-
-    from mmctx.reference.vlm import build_shapes_vlm, feature_basis, load_for_training, look_at_images, look_at_words
+    from mmctx_reference.vlm import build_shapes_vlm, feature_basis, load_for_training, look_at_images, look_at_words
 
     _, path = small_vlm
     tokenizer = load_for_training(path)[1].tokenizer
@@ -909,7 +898,7 @@ def test_started_heads_must_not_share_keys(small_vlm, tmp_path):
 
 
 def _grounding_batch(small_vlm, shots: int = 0):
-    from mmctx.reference.vlm import Renderer, WordGrounding, load_for_training
+    from mmctx_reference.vlm import Renderer, WordGrounding, load_for_training
 
     bench, path = small_vlm
     _, processor, adapter = load_for_training(path)
@@ -966,8 +955,7 @@ def test_word_grounding_asks_each_word_what_its_image_shows_about_it(small_vlm):
 
 def test_word_grounding_loss_is_zero_only_for_the_words_own_image_and_skips_few_shot(small_vlm):
     import torch
-
-    from mmctx.reference.vlm import WordGrounding
+    from mmctx_reference.vlm import WordGrounding
 
     _, batch, grounding, tokenizer = _grounding_batch(small_vlm)
     hidden = torch.zeros(len(batch), max(len(c.ids) for c in batch), SMALL.hidden)
@@ -993,8 +981,7 @@ def test_the_grounded_hidden_state_is_the_first_layers_output(small_vlm):
     """`GROUNDED_LAYER` indexes what the first decoder layer hands the second: the states the
     second layer's heads fetch from, as the card and docstrings say."""
     import torch
-
-    from mmctx.reference.vlm import GROUNDED_LAYER, collate, forward_cached
+    from mmctx_reference.vlm import GROUNDED_LAYER, collate, forward_cached
 
     bench, model, processor, renderer = _for_evaluation(small_vlm)
     conv = renderer.render(bench.queries[0], [], "text", seed=0)

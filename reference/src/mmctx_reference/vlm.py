@@ -35,7 +35,7 @@ training conversations come from a shapes-world benchmark built with seed
     metrics = train_shapes_vlm(Path("runs/shapes-vlm"), seed=0)
     backend = load_backend("runs/shapes-vlm")
 
-Status: shipped as ``builtin:shapes-vlm``, the default model; it meets the issue's quality
+Status: shipped as ``builtin:shapes-vlm``, the default model; it meets the quality
 bars (its card, ``reference_models/shapes-vlm/README.md``, has every score with intervals).
 Held-out zero-shot generation 0.71 [0.69, 0.72] on 2,600 queries against chance 0.39 (the
 untrained twin: 0.00, every answer unparsed); attribute recognition 0.89 and object
@@ -56,8 +56,8 @@ that the token names an arrow's source and target (for 99% and 96% of held-out a
 and stage 2 trains on tokens whose arrow ends are the exact ones (`with_exact_arrow_ends`),
 since on the tower's own, half their size and noisy, it never found them.
 
-How the recipe was found (development scripts, not part of mmctx, and every full run that
-was not shipped) is in ``docs/shapes-vlm-development.md``.
+How the recipe was found (the experiments, numbered, and every full run that was not
+shipped) is in ``reference/docs/development.md``.
 """
 
 from __future__ import annotations
@@ -559,7 +559,7 @@ def look_at_neighbours(model, layers: Sequence[int], strength: float = NEIGHBOUR
     own patches labelled with their role (`arrow_role_labels`), they did on arrow scenes alone
     (source 70%, target 75% read back from the token) but not in a full run's mixed pool (58%,
     36%; action still at chance) until arrow scenes got a third of the draws
-    (`arrow_scene_weights`: 99%, 96%; docs/shapes-vlm-development.md).
+    (`arrow_scene_weights`: 99%, 96%; reference/docs/development.md).
 
     How: the position embeddings' last `NEIGHBOUR_DIMS` dimensions hold each patch's x, x², y, y²
     (from -1 to 1) and 1; nothing writes into them (the patch embedding, every layer's attention
@@ -994,7 +994,7 @@ CURRICULUM = (Phase(0.6, focus=0.5), Phase(0.7, focus=0.0, drill=1.0), Phase(1.0
 # inside it, but a converged model learns them under a fresh optimiser at a constant rate. Half
 # the restart's first stretch keeps every other task in the batches: drilled alone, the binding
 # tasks decayed (attribute 0.95 → 0.79 in a full run). Commonsense stays at chance here; a stretch
-# of it at 40% taught it in a continuation but not in four full runs (docs/shapes-vlm-development.md).
+# of it at 40% taught it in a continuation but not in four full runs (reference/docs/development.md).
 RESTART = (
     Phase(0.6, focus=0.25, drill=0.5, drill_tasks=DRILLED),
     Phase(1.0, focus=0.35, drill=0.3, drill_tasks=DRILLED),
@@ -1255,7 +1255,7 @@ def look_at_words(model, tokenizer, basis, seed: int, strength: float = WORD_PRI
     trained without it no head of either layer gave the question's shape word any of the reply
     position's attention (0.00). On its own this start did not last (the heads ended on the
     listed options, and a full run gained nothing); with `WordGrounding` giving the words
-    something worth fetching it does (docs/shapes-vlm-development.md). Each word set gets its own
+    something worth fetching it does (reference/docs/development.md). Each word set gets its own
     direction, orthogonal to ``basis`` and the text direction, added (norm `START_NORM`) to its
     words' embeddings (with and without a leading space, lower case: how questions and options
     write them; `WordGrounding` also takes capitalised ones, which start sentences of captions

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
+from mmctx_reference.clip import pair_text, train_shapes_clip
 from PIL import Image
 
-from mmctx.reference.clip import pair_text, train_shapes_clip
 from mmctx.schema import Sample
 
 
@@ -57,7 +57,7 @@ def test_training_beats_the_untrained_model_on_held_out_pairs(tmp_path):
 
 
 def test_recall_chance_counts_repeated_captions_as_hits():
-    from mmctx.reference.clip import recall_chance
+    from mmctx_reference.clip import recall_chance
 
     # One group of four: a guess hits "a" with 2/4 for each of its two rows, "b" and "c" with 1/4.
     assert recall_chance(["a", "a", "b", "c"], candidates=4) == (0.5 + 0.5 + 0.25 + 0.25) / 4

@@ -1,4 +1,9 @@
-"""Where the shipped reference checkpoints live inside the package, and a clear error when one is missing."""
+"""Where the shipped reference checkpoints live inside the package, and a clear error when one is missing.
+
+The checkpoints are package data (``mmctx/reference_models/``), so ``builtin:shapes-vlm`` and
+``clip:builtin:shapes-clip`` load with mmctx alone; training them is the separate
+``mmctx-reference`` distribution (``reference/`` in the repository).
+"""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ Draws stage-2 batches of a shapes-world benchmark, caches their image tokens wit
 VLM's tower, checks both ways give the same loss, then times training steps (forward,
 backward, AdamW) each way, alternating, and prints the ratio.
 
-    python benchmarks/reply_logits_speed.py [--steps 30]
+    python reference/benchmarks/reply_logits_speed.py [--steps 30]
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ import time
 
 import torch
 from _stage2 import language_parameters, stage2, train_only
-
-from mmctx.reference.vlm import Mixture, collate, draw_batch, forward_cached, reply_loss
+from mmctx_reference.vlm import Mixture, collate, draw_batch, forward_cached, reply_loss
 
 
 def every_position_loss(model, ids, mask, tokens, image_id, weights):

@@ -11,7 +11,7 @@ untrained model of the same architecture (same tokenizer, same seed, no training
 stay at chance. Then the trained model is ranked by perplexity on a much larger benchmark
 (seed `RANKING_BENCH_SEED`, `RANKING_QUERIES_PER_TASK` per task and format), and the card names
 each task whose interval does not clear chance there. No benchmark seed is ever trained on (see
-`mmctx.reference.vlm`).
+`mmctx_reference.vlm`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from mmctx.reference.shipped import CLIP_NAME, REFERENCE_MODELS, VLM_NAME, shipped
+from mmctx.models.shipped import CLIP_NAME, REFERENCE_MODELS, VLM_NAME, shipped
 
 DEMO_QUERIES_PER_TASK = 4  # `mmctx demo`'s benchmark: build_benchmark(queries_per_task=4, seed=0)
 DEMO_BENCH_SEED = 0
@@ -160,7 +160,7 @@ def _curriculum(m: dict, part: str = "curriculum") -> str:
     """Stage 2's phases (``part``: ``"curriculum"``, or ``"restart"`` after it) in words: where its
     queries come from, and for which steps (`mixture_at`'s boundaries; past the last phase, the
     base mixture's sources)."""
-    from mmctx.reference.vlm import phase_ends
+    from mmctx_reference.vlm import phase_ends
 
     steps, offset = (m["steps"], 0) if part == "curriculum" else (m["restart_steps"], m["steps"])
     phases = [*(_phase(phase) for phase in m[part]), _phase({"until": 1.0, **m["mixture"]})]
@@ -181,7 +181,7 @@ def _curriculum(m: dict, part: str = "curriculum") -> str:
 
 def _phase(fields: dict):
     """A `Phase` from its (or a mixture's) fields as metrics.json holds them."""
-    from mmctx.reference.vlm import Phase
+    from mmctx_reference.vlm import Phase
 
     return Phase(fields["until"], fields["focus"], fields["drill"], fields["drill_tasks"])
 
@@ -416,7 +416,7 @@ def retrieval_check(encoders: dict[str, Path], work: Path, seed: int, figure: Pa
     from mmctx.curate.pipeline import CurateOptions, curate_samples, load_retrievals
     from mmctx.data.shapes import generate_pool
     from mmctx.data.shapes.selection import scene_similarity
-    from mmctx.reference.clip import HELDOUT_SEED_BASE
+    from mmctx_reference.clip import HELDOUT_SEED_BASE
 
     root = Path(work) / "pool"
     samples = generate_pool(root, per_task=RETRIEVAL_POOL_PER_TASK, seed=HELDOUT_SEED_BASE + seed)
@@ -488,7 +488,7 @@ def train_clip_reference(out: Path, seed: int, progress: bool, quick: bool, opti
     from transformers import CLIPConfig
 
     from mmctx.models.tiny import build_tiny_clip
-    from mmctx.reference.clip import train_shapes_clip
+    from mmctx_reference.clip import train_shapes_clip
 
     folder = Path(out) / CLIP_NAME
     clip = train_shapes_clip(folder, seed=seed, progress=progress, **options)
@@ -525,7 +525,7 @@ def train_vlm_reference(
     ranking_queries: int = 0,
 ) -> dict:
     """shapes-vlm into ``out/shapes-vlm``: trained, scored against its untrained twin, carded."""
-    from mmctx.reference.vlm import train_shapes_vlm
+    from mmctx_reference.vlm import train_shapes_vlm
 
     folder = Path(out) / VLM_NAME
     vlm = train_shapes_vlm(folder, seed=seed, progress=progress, **options)
@@ -551,7 +551,7 @@ def score_vlm_reference(folder: Path, vlm: dict, grid: bool) -> dict:
     from transformers import AutoProcessor
 
     from mmctx.data.shapes import build_benchmark
-    from mmctx.reference.vlm import Architecture, build_shapes_vlm
+    from mmctx_reference.vlm import Architecture, build_shapes_vlm
 
     folder, seed, quick = Path(folder), vlm["seed"], vlm["quick"]
     arch = Architecture(**{k: v for k, v in vlm["architecture"].items() if k != "image_tokens"})

@@ -4,7 +4,7 @@ Builds a shapes-world benchmark, then computes every image's pixel values with t
 VLM's processor both ways, checks the tensors are identical, and prints the ratio. PIL's
 resizes release the GIL, so on 2 cores the threaded way should take about half the time.
 
-    python benchmarks/pixel_speed.py [--queries-per-task 20]
+    python reference/benchmarks/pixel_speed.py [--queries-per-task 20]
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 import torch
+from mmctx_reference.vlm import Renderer, _pixels, load_for_training
 
 from mmctx.data.shapes import build_benchmark
-from mmctx.reference.shipped import VLM_NAME, shipped
-from mmctx.reference.vlm import Renderer, _pixels, load_for_training
+from mmctx.models.shipped import VLM_NAME, shipped
 
 
 def main() -> None:
