@@ -100,3 +100,16 @@ def test_context_task_evaluate_score_report_view(tmp_path):
     index = api.view([run], tmp_path / "site")
     assert _snapshot(run) == before
     assert text == result.table() and index.name == "index.html" and index.exists()
+
+
+def test_package_names_stay_the_api_functions_after_the_layers_load():
+    """`mmctx.score` and `mmctx.report` are the API functions even once every subpackage is imported
+    (a subpackage of the same name would replace the attribute on first import)."""
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.walk_packages(mmctx.__path__, "mmctx."):
+        if not info.name.startswith(("mmctx.models.vllm", "mmctx.run.distributed", "mmctx.__main__")):
+            importlib.import_module(info.name)
+    for name in ("evaluate", "score", "report", "view"):
+        assert getattr(mmctx, name) is getattr(api, name), name

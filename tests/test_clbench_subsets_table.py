@@ -12,7 +12,7 @@ import pytest
 
 from mmctx.data.clbench.suite import COLUMNS, LEVEL_ORDER, SUBSETS, SubsetTableError, read_subset_table
 from mmctx.prompts.context import SUFFIXES, TEMPLATES
-from mmctx.score.evaluators import evaluator_names, get_evaluator
+from mmctx.scoring.evaluators import evaluator_names, get_evaluator
 
 EXPECTED = Path(__file__).parent / "data" / "clbench_subsets.json"  # the suite as the paper's Table 1 gives it
 TABLE = resources.files("mmctx.data.clbench").joinpath("subsets.csv").read_text(encoding="utf-8")
@@ -28,7 +28,7 @@ def test_subsets_keep_their_order_and_values():
 
 
 def test_every_key_in_the_table_exists_in_its_registry():
-    """Templates and suffixes in `mmctx.prompts.context`, evaluators in `mmctx.score.evaluators`."""
+    """Templates and suffixes in `mmctx.prompts.context`, evaluators in `mmctx.scoring.evaluators`."""
     known_evaluators = set(evaluator_names())
     for s in SUBSETS:
         assert s.template in TEMPLATES, s.name

@@ -19,7 +19,7 @@ from mmctx.prompts.messages import ImagePart
 from mmctx.run.context import ContextConfig, plan_context, run_context
 from mmctx.run.runner import RunError
 from mmctx.schema import ContextBlock
-from mmctx.score.levels import aggregate
+from mmctx.scoring.levels import aggregate
 from tests.fixtures.chat_server import ChatServer, prompt_text
 from tests.fixtures.clbench import scripted_judge, scripted_model
 
@@ -282,8 +282,8 @@ def test_an_evaluator_failing_on_odd_gold_makes_that_item_invalid_not_the_run(to
 def test_an_evaluator_that_raises_marks_its_item_invalid_and_the_rest_is_scored(toy, tmp_path):
     from dataclasses import dataclass
 
-    from mmctx.score.evaluators import Extraction, register
-    from mmctx.score.evaluators.base import _REGISTRY
+    from mmctx.scoring.evaluators import Extraction, register
+    from mmctx.scoring.evaluators.base import _REGISTRY
 
     @dataclass(frozen=True)
     class Explodes:

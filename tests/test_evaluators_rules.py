@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from mmctx.schema import Sample
-from mmctx.score.evaluators import choice, numeric, spatial, zerobench  # noqa: F401  (registers them)
-from mmctx.score.evaluators.base import get_evaluator
-from mmctx.score.evaluators.spatial import MRA_THRESHOLDS, mean_relative_accuracy, parse_point
-from mmctx.score.evaluators.text import (
+from mmctx.scoring.evaluators import choice, numeric, spatial, zerobench  # noqa: F401  (registers them)
+from mmctx.scoring.evaluators.base import get_evaluator
+from mmctx.scoring.evaluators.spatial import MRA_THRESHOLDS, mean_relative_accuracy, parse_point
+from mmctx.scoring.evaluators.text import (
     answer_line,
     boxed,
     curly,

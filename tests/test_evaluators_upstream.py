@@ -22,11 +22,11 @@ from mmctx.prompts.context import (
     task_text,
 )
 from mmctx.schema import ANSWER_TYPES, Sample
-from mmctx.score.evaluators import judged, numeric, spatial, zerobench  # noqa: F401  (registers them)
-from mmctx.score.evaluators.base import get_evaluator
-from mmctx.score.evaluators.mmlongbench import anls, answer_format, float_equal, mmlongbench_score
-from mmctx.score.evaluators.spatial import COURTSI_MRA_SLACK, courtsi_mra
-from mmctx.score.evaluators.text import numbers_in, parse_number
+from mmctx.scoring.evaluators import judged, numeric, spatial, zerobench  # noqa: F401  (registers them)
+from mmctx.scoring.evaluators.base import get_evaluator
+from mmctx.scoring.evaluators.mmlongbench import anls, answer_format, float_equal, mmlongbench_score
+from mmctx.scoring.evaluators.spatial import COURTSI_MRA_SLACK, courtsi_mra
+from mmctx.scoring.evaluators.text import numbers_in, parse_number
 
 
 def open_sample(

@@ -19,8 +19,8 @@ from mmctx.answers import answer_type_names
 from mmctx.cli import app
 from mmctx.data.clbench.loader import SuiteFormatError, load_clbench
 from mmctx.prompts.context import TaskFormat, required_format
-from mmctx.score.evaluators import evaluator_names
-from mmctx.score.levels import aggregate
+from mmctx.scoring.evaluators import evaluator_names
+from mmctx.scoring.levels import aggregate
 from tests.fixtures.chat_server import ChatServer, prompt_text
 
 INSTRUCTION = "End with exactly one final line: Colour: <name>"

@@ -10,9 +10,9 @@ import time
 import pytest
 
 from mmctx.reasoning import TRACE_TAGS
-from mmctx.score.extract import EXTRACTOR_VERSION, RULES, Extraction, extract_choice
-from mmctx.score.extract.negation import rejected
-from mmctx.score.extract.prepare import lines, strip_reasoning
+from mmctx.scoring.extract import EXTRACTOR_VERSION, RULES, Extraction, extract_choice
+from mmctx.scoring.extract.negation import rejected
+from mmctx.scoring.extract.prepare import lines, strip_reasoning
 
 COLORS = ["red", "blue", "green", "yellow"]
 SHADES = ["red", "dark red", "blue"]

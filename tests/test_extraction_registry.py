@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from mmctx.score.extract import (
+from mmctx.scoring.extract import (
     EXTRACTOR_VERSION,
     RULES,
     Ctx,
@@ -18,7 +18,7 @@ from mmctx.score.extract import (
     rule_names,
     unregister_rule,
 )
-from mmctx.score.results import score_request
+from mmctx.scoring.results import score_request
 
 OPTIONS = ["red", "green", "blue"]
 REPLY = "Weighing the swatches against each other.\nFinal choice -> B"

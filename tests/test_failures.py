@@ -17,7 +17,7 @@ from mmctx.analysis.failures import (
 )
 from mmctx.prompts.messages import TextPart
 from mmctx.schema import Sample
-from mmctx.score.evaluators.base import Judge, JudgeReplyError
+from mmctx.scoring.evaluators.base import Judge, JudgeReplyError
 
 
 def _rows():

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from mmctx.schema import Sample
-from mmctx.score.evaluators import base
-from mmctx.score.evaluators.base import Evaluator, Judge, JudgeReplyError
-from mmctx.score.evaluators.extractor import EXTRACTION_TYPES, extraction_prompt, parse_extraction
-from mmctx.score.evaluators.judged import (
+from mmctx.scoring.evaluators import base
+from mmctx.scoring.evaluators.base import Evaluator, Judge, JudgeReplyError
+from mmctx.scoring.evaluators.extractor import EXTRACTION_TYPES, extraction_prompt, parse_extraction
+from mmctx.scoring.evaluators.judged import (
     CONCLUSIONS,
     MMLONGBENCH,
     RUBRIC,

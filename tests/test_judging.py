@@ -13,8 +13,8 @@ from mmctx.models.openai import OpenAIBackend
 from mmctx.models.retry import RetryPolicy
 from mmctx.models.store import ResponseStore
 from mmctx.schema import Sample
-from mmctx.score.evaluators.judged import ConclusionsJudge, RubricJudge, SemanticJudge
-from mmctx.score.judging import JudgeRunner, JudgeUnavailable, probe
+from mmctx.scoring.evaluators.judged import ConclusionsJudge, RubricJudge, SemanticJudge
+from mmctx.scoring.judging import JudgeRunner, JudgeUnavailable, probe
 from tests.fixtures.chat_server import MODEL, ChatServer, Fault, prompt_text
 
 FAST = RetryPolicy(max_attempts=2, timeout=2.0, base_delay=0.01, max_delay=0.02)

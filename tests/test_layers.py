@@ -32,4 +32,4 @@ def test_the_check_catches_an_upward_import(tmp_path):
     strict = tmp_path / "strict.toml"
     strict.write_text(head + rest.split("]\n", 1)[1])
     result = _lint(strict)
-    assert result.returncode != 0 and "mmctx.run is not allowed to import mmctx.score" in result.stdout
+    assert result.returncode != 0 and "mmctx.run is not allowed to import mmctx.scoring" in result.stdout

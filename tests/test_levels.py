@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from mmctx.report.clbench_tables import (
+from mmctx.reporting.clbench_tables import (
     table2_csv,
     table2_latex,
     table2_markdown,
@@ -18,7 +18,7 @@ from mmctx.report.clbench_tables import (
     table3_notes,
     write_clbench_report,
 )
-from mmctx.score.levels import aggregate, load_run
+from mmctx.scoring.levels import aggregate, load_run
 
 
 def _row(i, subset, level, table_level, outcome="scored", score=0.0, evaluator="choice", **detail):
@@ -232,8 +232,8 @@ def test_write_clbench_report(tmp_path):
 
 
 def test_map_score_and_courtsi_metric_split_are_reported_beside_the_scores():
-    from mmctx.report.clbench_tables import table3_notes
-    from mmctx.score.levels import aggregate
+    from mmctx.reporting.clbench_tables import table3_notes
+    from mmctx.scoring.levels import aggregate
 
     def row(i, subset, evaluator, outcome, score, answer_type="route", **detail):
         return {

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from mmctx.score.metrics import (
+from mmctx.scoring.metrics import (
     accuracy,
     bootstrap_ci,
     brier_score,
@@ -205,7 +205,7 @@ def test_bootstrap_ci_large_input_is_chunked_but_same_size_of_interval() -> None
 def test_non_finite_loglikelihoods_are_errors_and_an_incomplete_average_is_empty():
     import math
 
-    from mmctx.score.results import score_request, summarize
+    from mmctx.scoring.results import score_request, summarize
 
     request = {"id": "s/ppl/q", "query_id": "q", "task": "counting", "setting": "0-shot", "scorer": "ppl", "gold": 0,
                "options": ["a", "b"], "labels": ["A", "B"]}  # fmt: skip

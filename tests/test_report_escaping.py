@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from mmctx.report.viewer import ImageCopier, build_site
+from mmctx.reporting.viewer import ImageCopier, build_site
 from tests.fixtures.browser import _console_errors, _open, browser  # noqa: F401  (the fixture)
 
 SVG_WITH_SCRIPT = (
@@ -226,7 +226,7 @@ def _render_markdown(text: str) -> _Elements:
 
 
 def _hand_results(task: str) -> list:
-    from mmctx.score.results import SampleResult
+    from mmctx.scoring.results import SampleResult
 
     out = []
     for setting in ("0-shot", "4-random", "4-similar"):
@@ -240,7 +240,7 @@ def _hand_results(task: str) -> list:
 
 
 def test_report_md_and_latex_escape_names(tmp_path):
-    from mmctx.report.folder import write_report_results
+    from mmctx.reporting.folder import write_report_results
 
     write_report_results([(HOSTILE_MODEL, _hand_results(HOSTILE_TASK)), ("plain", _hand_results(HOSTILE_TASK))],
                          tmp_path, latex=True, figures=False)  # fmt: skip
@@ -286,8 +286,8 @@ def _tex_cells(row: str) -> int:
 
 
 def test_clbench_tables_escape_model_and_subset_names():
-    from mmctx.report.clbench_tables import table2_latex, table2_markdown, table3_latex, table3_markdown
-    from mmctx.score.levels import aggregate
+    from mmctx.reporting.clbench_tables import table2_latex, table2_markdown, table3_latex, table3_markdown
+    from mmctx.scoring.levels import aggregate
 
     subset = "<img src=x onerror=alert(1)>|Sub_set*"
     rows = [{"id": f"s{k}", "subset": subset, "level": "L1", "table_level": "L1", "outcome": "scored",
@@ -308,9 +308,9 @@ def test_clbench_tables_escape_model_and_subset_names():
 
 
 def test_viewer_tables_show_escaped_markdown_as_the_text_it_stands_for():
-    from mmctx.report.clbench_tables import table2_markdown
-    from mmctx.report.viewer import markdown_to_html
-    from mmctx.score.levels import aggregate
+    from mmctx.reporting.clbench_tables import table2_markdown
+    from mmctx.reporting.viewer import markdown_to_html
+    from mmctx.scoring.levels import aggregate
 
     rows = [{"id": "a", "subset": "S", "level": "L1", "table_level": "L1", "outcome": "scored", "score": 0.5}]
     html = markdown_to_html(table2_markdown({HOSTILE_MODEL: aggregate(rows), "b": aggregate(rows)}))
@@ -325,8 +325,8 @@ def test_viewer_tables_show_escaped_markdown_as_the_text_it_stands_for():
 
 
 def test_line_separators_in_run_files_lose_no_rows(base_run, tmp_path):
-    from mmctx.report.folder import write_report
-    from mmctx.score.results import AVERAGE, score_run
+    from mmctx.reporting.folder import write_report
+    from mmctx.scoring.results import AVERAGE, score_run
 
     run = _copy_run(base_run, tmp_path / "run")
     requests = _read_jsonl(run / "requests.jsonl")
@@ -373,8 +373,8 @@ def test_line_separators_in_run_files_lose_no_rows(base_run, tmp_path):
 def test_figures_are_reencoded_and_only_plain_pdfs_linked(tmp_path):
     from PIL import Image
 
-    from mmctx.report.paper_figures import capability_heatmap
-    from mmctx.report.viewer import copy_figures, plain_pdf
+    from mmctx.reporting.paper_figures import capability_heatmap
+    from mmctx.reporting.viewer import copy_figures, plain_pdf
 
     figures, outside = tmp_path / "figures", tmp_path / "outside"
     capability_heatmap({"m": {"A": 0.4, "B": 0.2}}, figures / "heatmap")  # a PNG and a PDF, as reports write

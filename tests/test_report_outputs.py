@@ -9,16 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from mmctx.report.folder import write_report, write_report_results
-from mmctx.report.latex import accuracy_table_latex, escape, rank_marks, table1_latex
-from mmctx.report.summary import (
+from mmctx.reporting.folder import write_report, write_report_results
+from mmctx.reporting.latex import accuracy_table_latex, escape, rank_marks, table1_latex
+from mmctx.reporting.summary import (
     comparison_markdown,
     comparison_rows,
     setting_label,
     table1_markdown,
 )
-from mmctx.score.results import AVERAGE, CellMetrics, SampleResult
-from mmctx.score.stats import COMPARISONS
+from mmctx.scoring.results import AVERAGE, CellMetrics, SampleResult
+from mmctx.scoring.stats import COMPARISONS
 
 
 def cell(task: str, setting: str, accuracy: float, scorer: str = "generate") -> CellMetrics:
@@ -190,7 +190,7 @@ def test_write_report_end_to_end(tiny_runs, tmp_path: Path) -> None:
 
 def test_capability_heatmap_and_complexity_scatter_are_written(tmp_path):
     """CLBench-V's Figure 2 and the complexity analysis, from synthetic scores (its runs come with issue 6)."""
-    from mmctx.report.paper_figures import capability_heatmap, complexity_scatter
+    from mmctx.reporting.paper_figures import capability_heatmap, complexity_scatter
 
     scores = {"model-a": {"ReasonMap": 0.4, "ZeroBench": 0.1}, "model-b": {"ReasonMap": 0.6, "ZeroBench": 0.05}}
     paths = capability_heatmap(scores, tmp_path / "heatmap")

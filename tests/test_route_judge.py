@@ -14,9 +14,9 @@ from __future__ import annotations
 import pytest
 
 from mmctx.schema import Sample
-from mmctx.score.evaluators import route
-from mmctx.score.evaluators.base import get_evaluator
-from mmctx.score.evaluators.route import line_key, parse_segments, station_key
+from mmctx.scoring.evaluators import route
+from mmctx.scoring.evaluators.base import get_evaluator
+from mmctx.scoring.evaluators.route import line_key, parse_segments, station_key
 
 METRO = {
     "Line 1": ["Apple Station", "Bamboo Station", "Central Station (Transfer Station)", "Dragon Station"],

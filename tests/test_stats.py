@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from mmctx.score import metrics
-from mmctx.score.results import SampleResult, cell_metrics
-from mmctx.score.stats import (
+from mmctx.scoring import metrics
+from mmctx.scoring.results import SampleResult, cell_metrics
+from mmctx.scoring.stats import (
     COMPARISONS,
     compare,
     compare_settings,
@@ -282,7 +282,7 @@ def test_demo_orders_permute_the_same_demos_and_report_sensitivity(tmp_path):
     from mmctx.data.shapes import build_benchmark
     from mmctx.run.evaluate import evaluate
     from mmctx.run.plan import GenerationLimits
-    from mmctx.score.stats import order_sensitivity
+    from mmctx.scoring.stats import order_sensitivity
 
     bench = build_benchmark(tmp_path / "bench", queries_per_task=1)
     out = evaluate(tmp_path / "bench", "builtin:tiny-llava", tmp_path / "run", settings="0-shot,4-similar",
@@ -306,8 +306,8 @@ def test_demo_orders_permute_the_same_demos_and_report_sensitivity(tmp_path):
 
 
 def test_order_sensitivity_by_hand():
-    from mmctx.score.results import SampleResult
-    from mmctx.score.stats import order_sensitivity
+    from mmctx.scoring.results import SampleResult
+    from mmctx.scoring.stats import order_sensitivity
 
     def r(q, setting, pred, gold=0):
         return SampleResult(f"{setting}/ppl/{q}", q, "counting", "s", setting, "ppl", gold, pred,

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from mmctx.report.viewer import CSP, build_site, json_for_html, markdown_to_html, split_prompt
+from mmctx.reporting.viewer import CSP, build_site, json_for_html, markdown_to_html, split_prompt
 from tests.fixtures.browser import _console_errors, _images_loaded, _open, browser  # noqa: F401  (the fixture)
 
 ROOT = Path(__file__).resolve().parents[1]

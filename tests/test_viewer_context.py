@@ -29,7 +29,7 @@ import pytest
 
 pytest.importorskip("openai")
 
-from mmctx.report.viewer import ViewerError, build_site, reasoning_parts
+from mmctx.reporting.viewer import ViewerError, build_site, reasoning_parts
 from tests.fixtures.browser import _console_errors, _images_loaded, _open, browser  # noqa: F401  (the fixture)
 from tests.fixtures.chat_server import Fault, prompt_text
 

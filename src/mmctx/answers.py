@@ -9,7 +9,7 @@ option instruction, its "short" the number and string one; a new type is listed 
 name. Types that share a key share its instruction.
 
 The eight built-in types register below. An evaluator that brings a new type registers it from
-its own module (see `mmctx.score.evaluators.base.register`); nothing else needs an edit. This
+its own module (see `mmctx.scoring.evaluators.base.register`); nothing else needs an edit. This
 module is the lowest layer: it imports nothing from mmctx.
 """
 

@@ -64,11 +64,11 @@ class EvalResult:
     def table(self) -> str:
         """The papers' tables for this run, in Markdown (Tables 4/5, or CLBench-V's 2 and 3)."""
         if self.kind == "context":
-            from mmctx.report.clbench_tables import table2_markdown, table3_markdown
+            from mmctx.reporting.clbench_tables import table2_markdown, table3_markdown
 
             scores = {self.model: self.scores}
             return table2_markdown(scores) + "\n\n" + table3_markdown(scores)
-        from mmctx.report.tables import markdown_tables
+        from mmctx.reporting.tables import markdown_tables
 
         return markdown_tables([(self.model, self.scores)])
 
@@ -243,7 +243,7 @@ def _evaluate_context(
 
 def _context_result(task: str, run_dir: Path, stats: Any = None) -> EvalResult:
     from mmctx.jsonl import read_jsonl
-    from mmctx.score.levels import aggregate
+    from mmctx.scoring.levels import aggregate
 
     rows = read_jsonl(run_dir / "results.jsonl")
     manifest = _manifest(run_dir)
@@ -321,8 +321,8 @@ def report(
         raise ValueError("these runs mix few-shot and context-learning (CLBench-V) runs; report them separately")
     if kinds == {"context"}:
         from mmctx.jsonl import read_jsonl
-        from mmctx.report.clbench_tables import table2_markdown, table3_markdown, write_clbench_report
-        from mmctx.score.levels import aggregate
+        from mmctx.reporting.clbench_tables import table2_markdown, table3_markdown, write_clbench_report
+        from mmctx.scoring.levels import aggregate
 
         scores = {}
         for name, run_dir, _ in runs:
@@ -332,13 +332,13 @@ def report(
         if out is not None:
             write_clbench_report(scores, Path(out))
         return table2_markdown(scores) + "\n\n" + table3_markdown(scores)
-    from mmctx.report.tables import markdown_tables
-    from mmctx.score.results import score_run, summarize
+    from mmctx.reporting.tables import markdown_tables
+    from mmctx.scoring.results import score_run, summarize
 
     scored = [(name, score_run(run_dir)) for name, run_dir, _ in runs]
     text = markdown_tables([(name, summarize(results)) for name, results in scored])
     if out is not None:
-        from mmctx.report.folder import write_report_results
+        from mmctx.reporting.folder import write_report_results
 
         write_report_results(scored, Path(out), latex=latex, figures=figures, seed=seed)
     return text
@@ -346,7 +346,7 @@ def report(
 
 def view(run_dirs: Sequence[str | Path], out: str | Path, *, figures: str | Path | None = None) -> Path:
     """Write the static HTML viewer of the runs (few-shot or context) into ``out``; returns its index.html."""
-    from mmctx.report.viewer import build_site
+    from mmctx.reporting.viewer import build_site
 
     return build_site([Path(r) for r in run_dirs], Path(out), figures_dir=Path(figures) if figures else None)
 

@@ -142,7 +142,7 @@ def run(
 ) -> None:
     """Evaluate a model on a benchmark over a settings grid; resumable; scores and prints the tables."""
     from mmctx.models.hf import ModelError
-    from mmctx.report.tables import markdown_tables
+    from mmctx.reporting.tables import markdown_tables
     from mmctx.run.distributed import RayOptions
     from mmctx.run.evaluate import evaluate
     from mmctx.run.plan import GenerationLimits
@@ -202,7 +202,7 @@ def merge(
     out: Path = typer.Option(..., help="Run folder for the merged run."),
 ) -> None:
     """Combine shard runs into one run (refuses shards of different runs) and score it."""
-    from mmctx.report.tables import markdown_tables
+    from mmctx.reporting.tables import markdown_tables
     from mmctx.run.evaluate import rescore
     from mmctx.run.runner import RunError, merge_runs
 
@@ -218,7 +218,7 @@ def merge(
 @app.command()
 def score(run_dirs: list[Path] = typer.Argument(..., help="Run folder(s).")) -> None:
     """Re-score runs from their stored responses (no model needed)."""
-    from mmctx.report.tables import markdown_tables
+    from mmctx.reporting.tables import markdown_tables
     from mmctx.run.evaluate import rescore
 
     for run_dir in run_dirs:
@@ -244,8 +244,8 @@ def report(
     The run folders are only read: results are scored afresh in memory from the stored responses.
     Context-learning runs (`mmctx clbench run`) get CLBench-V's Tables 2 and 3 instead.
     """
-    from mmctx.report.tables import markdown_tables, write_csv
-    from mmctx.score.results import score_run, summarize
+    from mmctx.reporting.tables import markdown_tables, write_csv
+    from mmctx.scoring.results import score_run, summarize
 
     runs, scored = [], []
     names: dict[str, int] = {}
@@ -274,7 +274,7 @@ def report(
         write_csv(runs, csv)
         console.print(f"CSV → {csv}")
     if out:
-        from mmctx.report.folder import write_report_results
+        from mmctx.reporting.folder import write_report_results
 
         try:
             paths = write_report_results(scored, out, latex=latex, figures=figures, seed=seed)
@@ -580,7 +580,7 @@ def view(
     figures: Path | None = typer.Option(None, help="Folder of figures (PNG/SVG) to show on the summary page."),
 ) -> None:
     """Write a static HTML viewer of the runs' per-sample results; open OUT/index.html from disk."""
-    from mmctx.report.viewer import ViewerError, build_site
+    from mmctx.reporting.viewer import ViewerError, build_site
 
     try:
         index = build_site(run_dirs, out, figures_dir=figures)
@@ -636,7 +636,7 @@ def _check_families(families: list[str] | None, out: Path | None) -> None:
 
     from mmctx.models.adapters import all_adapters
     from mmctx.models.tiny import tiny_families
-    from mmctx.report.conformance import check_family, conformance_markdown
+    from mmctx.reporting.conformance import check_family, conformance_markdown
 
     known = tiny_families()
     unknown = [f for f in families or [] if f not in known]
@@ -729,7 +729,7 @@ def demo(
     from dataclasses import replace
 
     from mmctx.data import shapes as sw
-    from mmctx.report.tables import markdown_tables, write_csv
+    from mmctx.reporting.tables import markdown_tables, write_csv
     from mmctx.run.evaluate import evaluate
 
     bench_dir, run_dir = out / "benchmark", out / "run"
@@ -741,8 +741,8 @@ def demo(
     text = markdown_tables(runs)
     write_csv(runs, out / "report.csv")
     print(text)
-    from mmctx.report.folder import write_report_results
-    from mmctx.report.viewer import build_site
+    from mmctx.reporting.folder import write_report_results
+    from mmctx.reporting.viewer import build_site
 
     write_report_results([(_model_name(run_dir), outcome.results)], out / "report", latex=True, figures=True)
     index = build_site([run_dir], out / "viewer", figures_dir=out / "report")
@@ -760,9 +760,9 @@ def _demo_clbench(out: Path, model: str) -> None:
     from mmctx.data.clbench.toy import write_toy_suite
     from mmctx.jsonl import read_jsonl
     from mmctx.models import load_backend
-    from mmctx.report.clbench_tables import table2_markdown, write_clbench_report
+    from mmctx.reporting.clbench_tables import table2_markdown, write_clbench_report
     from mmctx.run.context import ContextConfig, run_context
-    from mmctx.score.levels import aggregate
+    from mmctx.scoring.levels import aggregate
 
     bench = write_toy_suite(out / "suite")
     backend = load_backend(model)

@@ -104,10 +104,10 @@ def run(
     from mmctx.models import load_backend, options_for, sized_by_plan
     from mmctx.models.hf import ModelError
     from mmctx.prompts.context import DEFAULT_SYSTEM
-    from mmctx.report.clbench_tables import table2_markdown, table3_markdown
+    from mmctx.reporting.clbench_tables import table2_markdown, table3_markdown
     from mmctx.run.context import ContextConfig, run_context
     from mmctx.run.runner import RunError, run_lock
-    from mmctx.score.levels import aggregate
+    from mmctx.scoring.levels import aggregate
 
     try:
         bench = load_clbench(suite_path)
@@ -213,8 +213,8 @@ def report(
     out: Path | None = typer.Option(None, help="Write Tables 2–3 (md, csv, tex) and the heatmap here."),
 ) -> None:
     """Print CLBench-V's Table 2 (levels) and Table 3 (datasets) for one or more runs."""
-    from mmctx.report.clbench_tables import table2_markdown, table3_markdown, write_clbench_report
-    from mmctx.score.levels import aggregate
+    from mmctx.reporting.clbench_tables import table2_markdown, table3_markdown, write_clbench_report
+    from mmctx.scoring.levels import aggregate
 
     scores = {}
     for run_dir in run_dirs:

@@ -94,7 +94,7 @@ class Sample(BaseModel):
       - ``binary``: ``statement`` is verified; ``choices`` are ``["Yes", "No"]``.
       - ``open``: a context-learning item (CLBench-V): ``blocks`` (ordered text and images) +
         ``question``; ``answer_type``, ``gold`` (the structured gold, shape by answer type),
-        ``evaluator`` (a name in `mmctx.score.evaluators`), ``level`` (L0/L1/L2 or a boundary
+        ``evaluator`` (a name in `mmctx.scoring.evaluators`), ``level`` (L0/L1/L2 or a boundary
         case). ``answer`` holds the gold as display text; ``task`` and ``source`` name the subset.
 
     Gold shapes for open items (``gold``):

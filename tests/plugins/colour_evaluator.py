@@ -4,8 +4,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from mmctx.answers import AnswerType
-from mmctx.score.evaluators import ACCURACY, Extraction, Verdict, register
-from mmctx.score.evaluators.text import answer_line
+from mmctx.scoring.evaluators import ACCURACY, Extraction, Verdict, register
+from mmctx.scoring.evaluators.text import answer_line
 
 COLOURS = ("red", "green", "blue", "yellow", "black", "white")
 

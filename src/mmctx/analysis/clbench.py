@@ -161,7 +161,7 @@ def _proposed_tags(run_dir: Path, rows: list[dict], judge: Backend, tagger) -> d
     from mmctx.data.clbench.loader import load_clbench
     from mmctx.models.store import ResponseStore, backend_secrets
     from mmctx.run.context import JUDGE_STORE, probe_all
-    from mmctx.score.judging import JudgeRunner
+    from mmctx.scoring.judging import JudgeRunner
 
     probe_all(judge, None)
     manifest = json.loads((Path(run_dir) / "manifest.json").read_text())

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from mmctx.report.paper_figures import complexity_scatter
+from mmctx.reporting.paper_figures import complexity_scatter
 
 __all__ = [
     "PAPER_TOKENIZER",

@@ -6,7 +6,7 @@ to tag a run's failures here:
   - by hand: `write_tag_template` writes the failed samples to a CSV with an empty ``tag``
     column; fill it in and read it back with `read_tags_csv` (unknown tags are an error that
     names the row, so a typo cannot silently become a seventh category);
-  - by a judge: `FailureTagger` is a `Judge` (`mmctx.score.evaluators.base`) whose reply is
+  - by a judge: `FailureTagger` is a `Judge` (`mmctx.scoring.evaluators.base`) whose reply is
     ``{"tag": ..., "why": ...}``; the pipeline's judge runner calls, caches and retries it
     like any other judge, and the verdict carries the tag as its prediction.
 
@@ -26,7 +26,7 @@ from typing import Any
 from mmctx.data.clbench.suite import LEVEL_ORDER
 from mmctx.prompts.messages import Message, Prompt, TextPart
 from mmctx.schema import Sample
-from mmctx.score.evaluators.base import JudgeReplyError, Verdict
+from mmctx.scoring.evaluators.base import JudgeReplyError, Verdict
 
 __all__ = [
     "CONTEXT_MISUSE",

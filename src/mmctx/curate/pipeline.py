@@ -385,7 +385,7 @@ def figures_step(
     embeddings: dict[str, Embeddings], selections: dict, retrievals: dict, out: Path, projection: str = "pca"
 ) -> list[Path]:
     from mmctx.analysis.projection import project
-    from mmctx.report.figures import demo_similarity_boxplot, projection_scatter
+    from mmctx.reporting.figures import demo_similarity_boxplot, projection_scatter
 
     sims = {
         name: {

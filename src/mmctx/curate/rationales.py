@@ -35,7 +35,7 @@ from mmctx.prompts.presets import Preset
 from mmctx.prompts.rationale import rationale_prompt
 from mmctx.reasoning import strip_traces
 from mmctx.schema import Rationale, Sample
-from mmctx.score.extract import extract_choice
+from mmctx.scoring.extract import extract_choice
 
 _ANSWER_LINE = re.compile(r"\n?[^\n]*\banswer\s*[:：][^\n]*\s*$", re.IGNORECASE)
 

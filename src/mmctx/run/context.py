@@ -6,7 +6,7 @@ evaluation, judges — resumable at every step.
       requests.jsonl     one line per item: subset, level, evaluator, store key, rendered prompt text
       responses.sqlite   model responses: first attempts and repair attempts (both kept)
       judges.sqlite      extractor and judge calls, keyed by their own model (their own cache)
-      results.jsonl      one verdict per item (see `mmctx.score.levels` for what reads it)
+      results.jsonl      one verdict per item (see `mmctx.scoring.levels` for what reads it)
 
 An item that fails validation (an empty rubric list, a missing context image) is never sent;
 it is scored ``invalid_sample``. A response that failed for a too-long prompt is
@@ -41,8 +41,8 @@ from mmctx.prompts.messages import Prompt, prompt_fingerprint, render_text
 from mmctx.run.files import MANIFEST, REQUESTS, RESULTS, STORE
 from mmctx.run.runner import RunError, _failure, _guarded, _progress, _write_atomic, open_run_manifest, run_lock
 from mmctx.schema import Benchmark, Sample, validate_sample
-from mmctx.score.evaluators import Evaluator, Verdict, get_evaluator
-from mmctx.score.extract.prepare import strip_reasoning
+from mmctx.scoring.evaluators import Evaluator, Verdict, get_evaluator
+from mmctx.scoring.extract.prepare import strip_reasoning
 
 JUDGE_STORE = "judges.sqlite"
 # Bump when extraction, repair or evaluation changes what a stored response scores.
@@ -337,7 +337,7 @@ def check_judges(plan: list[ContextRequest], judge: Backend | None) -> None:
 
 
 def probe_all(judge: Backend | None, extractor: Backend | None) -> None:
-    from mmctx.score.judging import JudgeUnavailable, probe
+    from mmctx.scoring.judging import JudgeUnavailable, probe
 
     for role, backend in (("judge", judge), ("extractor", extractor)):
         if backend is not None:
@@ -366,7 +366,7 @@ def score_context_run(
 def _score_context_run(
     run_dir: Path, bench: Benchmark, judge: Backend | None, extractor: Backend | None, out: Path | None
 ) -> list[dict]:
-    from mmctx.score.judging import JudgeRunner
+    from mmctx.scoring.judging import JudgeRunner
 
     manifest = json.loads((run_dir / MANIFEST).read_text())
     model = ModelInfo(**manifest["model"])

@@ -33,7 +33,7 @@ from mmctx.run.runner import (
 )
 from mmctx.run.settings import parse_scorers, parse_settings, with_demo_orders
 from mmctx.schema import BenchmarkError
-from mmctx.score.results import CellMetrics, SampleResult, score_run, summarize, write_scores
+from mmctx.scoring.results import CellMetrics, SampleResult, score_run, summarize, write_scores
 
 
 @dataclass

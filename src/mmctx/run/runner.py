@@ -42,7 +42,7 @@ from mmctx.models.base import Backend, GenerateRequest, Generation, ModelInfo, O
 from mmctx.models.store import ResponseStore, backend_secrets
 from mmctx.run.files import LOCK, MANIFEST, REQUESTS, STORE
 from mmctx.run.plan import GenerationLimits, PlannedRequest
-from mmctx.score.extract import EXTRACTOR_VERSION
+from mmctx.scoring.extract import EXTRACTOR_VERSION
 
 
 class RunError(RuntimeError):

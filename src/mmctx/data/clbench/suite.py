@@ -7,7 +7,7 @@ towards in the level aggregation: the paper assigns MIRBench (L0–L1) to L0 and
 (L1–L2) to L1.
 
 Names here are keys, not code: ``template`` and ``suffix`` index `mmctx.prompts.context`,
-``evaluator`` indexes `mmctx.score.evaluators`. Data never imports either (a test cross-checks
+``evaluator`` indexes `mmctx.scoring.evaluators`. Data never imports either (a test cross-checks
 the table against both); ``answer_type`` is checked here against `mmctx.answers`, the layer below.
 """
 

@@ -1,6 +1,6 @@
 """Judged evaluators: the three CLBench-V judges (paper §3.4, §5, appendix B) and the evaluators using them.
 
-A `Judge` here is a prompt, a parser and a verdict rule; it holds no model. `mmctx.score.judging`
+A `Judge` here is a prompt, a parser and a verdict rule; it holds no model. `mmctx.scoring.judging`
 sends the prompts, caches the replies and re-asks when a reply does not parse. A judge's
 ``verdict`` may also raise `JudgeReplyError` when a reply parses but contradicts the item (a
 status list of the wrong length, a count larger than the lists): the runner treats that exactly
@@ -33,9 +33,9 @@ from typing import Any, ClassVar
 
 from mmctx.prompts.messages import Message, Prompt, TextPart
 from mmctx.schema import Sample
-from mmctx.score.evaluators.base import Extraction, JudgeReplyError, Verdict, register
-from mmctx.score.evaluators.mmlongbench import answer_format, gold_texts, mmlongbench_score
-from mmctx.score.extract.prepare import clean, norm, strip_reasoning
+from mmctx.scoring.evaluators.base import Extraction, JudgeReplyError, Verdict, register
+from mmctx.scoring.evaluators.mmlongbench import answer_format, gold_texts, mmlongbench_score
+from mmctx.scoring.extract.prepare import clean, norm, strip_reasoning
 
 # ---- reply parsing shared by the judges and the extractor ----------------------------------------
 
@@ -342,7 +342,7 @@ class SemanticEvaluator:
 
     Without a judge, ``score`` is the paper's "baseline match": the normalised exact match, or,
     for MMLongBench (``baseline="mmlongbench"``), MMLongBench-Doc's own rules per answer format
-    (`mmctx.score.evaluators.mmlongbench`: integers exact, floats within 1 % or as percentages,
+    (`mmctx.scoring.evaluators.mmlongbench`: integers exact, floats within 1 % or as percentages,
     strings by ANLS ≥ 0.5 with partial credit, lists order-free), after the not-answerable rule.
     """
 

@@ -1,4 +1,4 @@
-"""Summary tables over several runs; `mmctx.report.folder` writes them into a report folder.
+"""Summary tables over several runs; `mmctx.reporting.folder` writes them into a report folder.
 
 - Table 1's evaluation columns (0-Shot, 4-Rand, 4-Sim, 4-Sim+CoT, 8-Sim+CoT): each model's
   ``Avg.`` accuracy per setting (generation by default, as in the paper).
@@ -22,10 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
-from mmctx.report.escaping import markdown_text as md
+from mmctx.reporting.escaping import markdown_text as md
 from mmctx.run.settings import Setting
-from mmctx.score import stats
-from mmctx.score.results import AVERAGE, CellMetrics, SampleResult
+from mmctx.scoring import stats
+from mmctx.scoring.results import AVERAGE, CellMetrics, SampleResult
 
 ModelCells = tuple[str, Sequence[CellMetrics]]
 ModelResults = tuple[str, Sequence[SampleResult]]

@@ -18,11 +18,11 @@ import math
 import re
 from collections.abc import Sequence
 
-from mmctx.report.summary import TABLE1_COLUMNS, ModelCells, ordered_settings, table1_values
-from mmctx.report.tables import TASK_HEADERS, _short
+from mmctx.reporting.summary import TABLE1_COLUMNS, ModelCells, ordered_settings, table1_values
+from mmctx.reporting.tables import TASK_HEADERS, _short
 from mmctx.run.settings import Setting
 from mmctx.schema import TASKS
-from mmctx.score.results import AVERAGE, CellMetrics
+from mmctx.scoring.results import AVERAGE, CellMetrics
 
 __all__ = ["accuracy_table_latex", "escape", "rank_marks", "table1_latex", "table4_latex", "table5_latex"]
 

@@ -29,7 +29,7 @@ from typing import Any
 from mmctx.data.clbench.suite import LEVEL_ORDER, SUBSETS, subset_or_none
 from mmctx.data.clbench.suite import table_level as suite_table_level
 from mmctx.jsonl import read_jsonl  # still importable from here; the reader is mmctx.jsonl's
-from mmctx.score.evaluators.base import OUTCOMES, evaluator_metrics
+from mmctx.scoring.evaluators.base import OUTCOMES, evaluator_metrics
 
 __all__ = ["LevelScores", "aggregate", "dataset_order", "load_run"]
 

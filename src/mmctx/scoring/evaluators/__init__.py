@@ -9,7 +9,7 @@ MMLongBench-Doc's per-format rules respectively),
 and for what a module declares: its answer types (a new one registered with it) and its metrics.
 """
 
-from mmctx.score.evaluators.base import (
+from mmctx.scoring.evaluators.base import (
     ACCURACY,
     OUTCOMES,
     Evaluator,

@@ -14,10 +14,10 @@ import math
 from dataclasses import asdict
 from pathlib import Path
 
-from mmctx.report.escaping import markdown_text as md
+from mmctx.reporting.escaping import markdown_text as md
 from mmctx.run.settings import Setting
 from mmctx.schema import TASKS
-from mmctx.score.results import AVERAGE, CellMetrics
+from mmctx.scoring.results import AVERAGE, CellMetrics
 
 TASK_HEADERS = {
     "attribute_recognition": "Attribute",

@@ -27,8 +27,8 @@ from typing import Literal
 
 import numpy as np
 
-from mmctx.score import metrics
-from mmctx.score.results import AVERAGE, SampleResult, macro_bootstrap_ci
+from mmctx.scoring import metrics
+from mmctx.scoring.results import AVERAGE, SampleResult, macro_bootstrap_ci
 
 __all__ = [
     "COMPARISONS",

@@ -54,10 +54,10 @@ from typing import Any
 
 from mmctx.jsonl import JsonlError, iter_jsonl
 from mmctx.reasoning import trace_spans
-from mmctx.report.escaping import markdown_plain
-from mmctx.report.tables import markdown_tables
+from mmctx.reporting.escaping import markdown_plain
+from mmctx.reporting.tables import markdown_tables
 from mmctx.run.files import MANIFEST, REQUESTS, RESULTS, STORE
-from mmctx.score.results import SampleResult, load_requests, score_run, summarize
+from mmctx.scoring.results import SampleResult, load_requests, score_run, summarize
 
 CSP = (
     "default-src 'self'; img-src 'self' data:; script-src 'self'; style-src 'self'; "
@@ -705,8 +705,8 @@ def _context_run_info(run: ContextRun) -> dict[str, Any]:
 
 def context_tables(runs: list[ContextRun]) -> str:
     """CLBench-V's Tables 2 and 3 for the runs, as Markdown (rendered by `markdown_to_html`)."""
-    from mmctx.report.clbench_tables import table2_markdown, table3_markdown
-    from mmctx.score.levels import aggregate
+    from mmctx.reporting.clbench_tables import table2_markdown, table3_markdown
+    from mmctx.scoring.levels import aggregate
 
     scores = {}
     for run in runs:
@@ -1036,7 +1036,7 @@ def samples_html(data: dict[str, Any], columns: Iterable[str] = FEWSHOT_COLUMNS)
 def _copy_assets(out: Path) -> None:
     target = out / "assets"
     target.mkdir(parents=True, exist_ok=True)
-    source = resources.files("mmctx.report").joinpath("viewer_assets")
+    source = resources.files("mmctx.reporting").joinpath("viewer_assets")
     for name in ASSET_FILES:
         (target / name).write_bytes(source.joinpath(name).read_bytes())
 

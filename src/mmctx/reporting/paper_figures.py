@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from mmctx.report.figures import _pyplot, _save
-from mmctx.report.summary import ModelCells, ordered_settings, setting_label
+from mmctx.reporting.figures import _pyplot, _save
+from mmctx.reporting.summary import ModelCells, ordered_settings, setting_label
 from mmctx.run.settings import Setting
-from mmctx.score.results import AVERAGE
-from mmctx.score.stats import ConfidenceSplit, DifficultyCounts, ReliabilityDiagram
+from mmctx.scoring.results import AVERAGE
+from mmctx.scoring.stats import ConfidenceSplit, DifficultyCounts, ReliabilityDiagram
 
 __all__ = ["accuracy_bars", "difficulty_bars", "reliability_diagrams", "uncertainty_violins"]
 

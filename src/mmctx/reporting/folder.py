@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from mmctx.report.escaping import markdown_text as md
-from mmctx.report.summary import (
+from mmctx.reporting.escaping import markdown_text as md
+from mmctx.reporting.summary import (
     ModelResults,
     _write_csv,
     comparison_csv_rows,
@@ -27,8 +27,8 @@ from mmctx.report.summary import (
     uncertainty_markdown,
     uncertainty_rows,
 )
-from mmctx.score import stats
-from mmctx.score.results import AVERAGE, score_run, summarize
+from mmctx.scoring import stats
+from mmctx.scoring.results import AVERAGE, score_run, summarize
 
 
 def write_report(
@@ -68,7 +68,7 @@ def write_report_results(
     - with ``figures`` (PNG + PDF each): ``accuracy_generate``, ``accuracy_ppl``, ``uncertainty``,
       ``reliability``, ``difficulty_generate``, ``difficulty_ppl`` — each only where its data exists.
     """
-    from mmctx.report.tables import markdown_tables, write_csv
+    from mmctx.reporting.tables import markdown_tables, write_csv
 
     names = [model for model, _ in runs]
     if len(set(names)) != len(names):
@@ -125,7 +125,7 @@ def write_report_results(
     paths.append(out / "report.md")
 
     if latex:
-        from mmctx.report import latex as tex
+        from mmctx.reporting import latex as tex
 
         (out / "table1.tex").write_text(tex.table1_latex(cells), encoding="utf-8")
         paths.append(out / "table1.tex")
@@ -135,7 +135,7 @@ def write_report_results(
                 paths.append(out / name)
 
     if figures:
-        from mmctx.report import paper_figures as fig
+        from mmctx.reporting import paper_figures as fig
 
         for scorer in ("generate", "ppl"):
             if scorer in scorers:

@@ -26,8 +26,8 @@ import numpy as np
 from mmctx.jsonl import read_jsonl
 from mmctx.models.store import ResponseStore
 from mmctx.run.files import REQUESTS, RESULTS, STORE, SUMMARY
-from mmctx.score import metrics
-from mmctx.score.extract import extract_choice
+from mmctx.scoring import metrics
+from mmctx.scoring.extract import extract_choice
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ An evaluator turns a model's final answer (reasoning traces already stripped) in
   - rule evaluators (`Evaluator` with ``judge = None``): ``extract`` the answer by named rules,
     then ``score`` it deterministically (option match, numeric tolerance, route topology, …);
   - judged evaluators (``judge`` set): ``extract`` as above (or hand the whole response on),
-    then an LLM `Judge` decides; `mmctx.score.judging` makes the judge calls, caches them, and
+    then an LLM `Judge` decides; `mmctx.scoring.judging` makes the judge calls, caches them, and
     retries a reply that does not parse before recording ``judge_error``.
 
 Outcomes (every sample has exactly one; only ``scored`` carries a score above 0):
@@ -149,7 +149,7 @@ def _load_builtins() -> None:
     import importlib
 
     for name in BUILTIN_MODULES:
-        importlib.import_module(f"mmctx.score.evaluators.{name}")
+        importlib.import_module(f"mmctx.scoring.evaluators.{name}")
 
 
 def register(evaluator: Evaluator) -> Evaluator:

@@ -5,7 +5,7 @@ The plain form returns the answer text; the typed form (MMLongBench, as MMLongBe
 extractor) also returns the answer's type, one of `EXTRACTION_TYPES`, as JSON. Either way
 ``[NO_FINAL_ANSWER]`` (or type "fail to answer") means the response has no answer: an
 unparsed `Extraction`, not an error. A typed reply that is not the JSON asked for raises
-`JudgeReplyError`, so `mmctx.score.judging` asks again.
+`JudgeReplyError`, so `mmctx.scoring.judging` asks again.
 
 Successful extractions carry ``rule="extractor"`` (plain) or ``rule="extractor:<type>"`` (typed),
 so the type MMLongBench's scoring may want survives in the record.
@@ -17,8 +17,8 @@ import json
 import re
 
 from mmctx.prompts.messages import Prompt
-from mmctx.score.evaluators.base import Extraction, JudgeReplyError
-from mmctx.score.evaluators.judged import json_object, strip_fences, user_prompt
+from mmctx.scoring.evaluators.base import Extraction, JudgeReplyError
+from mmctx.scoring.evaluators.judged import json_object, strip_fences, user_prompt
 
 NO_FINAL_ANSWER = "[NO_FINAL_ANSWER]"
 EXTRACTION_TYPES: tuple[str, ...] = ("integer", "float", "string", "list", "not answerable", "fail to answer")

@@ -1,18 +1,18 @@
 """CLBench-V's Tables 2 and 3 from several runs, as Markdown, CSV and LaTeX, plus the capability heatmap.
 
-- Table 2: Model | L0 | L1 | L2 | Overall (level scores are sample-weighted, see `mmctx.score.levels`).
+- Table 2: Model | L0 | L1 | L2 | Overall (level scores are sample-weighted, see `mmctx.scoring.levels`).
 - Table 3: one column per dataset, grouped by capability level in the paper's order: the L0
   datasets, the boundary L0–L1 column(s) (MIRBench), L1, the boundary L1–L2 column(s)
   (PRISMM-Bench), L2. Boundary datasets keep their own group, as the paper's caption says,
   even though Table 2 counts them in L0 and L1.
 
 Marks, as in the paper: in each column the best value is bold and the second best underlined,
-ranked on the values as printed (4 decimals, dense ranking with ties; `mmctx.report.latex.rank_marks`).
+ranked on the values as printed (4 decimals, dense ranking with ties; `mmctx.reporting.latex.rank_marks`).
 Markdown writes them as ``**0.2847**`` and ``<u>0.2710</u>`` (GitHub renders ``<u>``); LaTeX as
 ``\\textbf{}`` and ``\\underline{}``. CSVs hold unrounded floats and no marks, so they parse back.
 A missing cell (a model without that dataset) prints as ``–`` (``--`` in LaTeX) and is blank in CSV.
 Model, dataset, level and outcome names are escaped for the format (`markdown_text` in Markdown,
-`mmctx.report.latex.escape` in LaTeX), so they print as text and never split a row.
+`mmctx.reporting.latex.escape` in LaTeX), so they print as text and never split a row.
 
 Under Table 3 a note lists every non-scored outcome per model ("context_overflow: Financial
 Report ROE 206"), because such samples count as 0 and a 0.0000 must be explained, and the ROE
@@ -27,11 +27,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from mmctx.data.clbench.suite import LEVEL_ORDER
-from mmctx.report.escaping import markdown_text as md
-from mmctx.report.latex import _body, escape, rank_marks
-from mmctx.report.paper_figures import capability_heatmap
-from mmctx.score.evaluators.base import OUTCOMES
-from mmctx.score.levels import LevelScores, dataset_order
+from mmctx.reporting.escaping import markdown_text as md
+from mmctx.reporting.latex import _body, escape, rank_marks
+from mmctx.reporting.paper_figures import capability_heatmap
+from mmctx.scoring.evaluators.base import OUTCOMES
+from mmctx.scoring.levels import LevelScores, dataset_order
 
 __all__ = [
     "GROUP_ORDER",

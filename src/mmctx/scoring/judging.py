@@ -34,8 +34,8 @@ from mmctx.models.store import ResponseStore
 from mmctx.models.stored import StoredBackend, StoredCall
 from mmctx.prompts.messages import Message, Prompt, TextPart, prompt_fingerprint
 from mmctx.schema import Sample
-from mmctx.score.evaluators.base import Extraction, Judge, JudgeReplyError, Verdict
-from mmctx.score.evaluators.extractor import (
+from mmctx.scoring.evaluators.base import Extraction, Judge, JudgeReplyError, Verdict
+from mmctx.scoring.evaluators.extractor import (
     EXTRACT_MAX_NEW_TOKENS,
     EXTRACTOR,
     EXTRACTOR_TYPED,
