@@ -40,13 +40,13 @@ def test_models_check_writes_the_table_and_refuses_an_unknown_family(tmp_path):
 
 
 def test_models_check_fills_the_table_between_a_documents_markers(tmp_path):
-    from mmctx.cli import TABLE_BEGIN, TABLE_END, _with_table
+    from mmctx.reporting.conformance import TABLE_BEGIN, TABLE_END, with_table
 
     doc = tmp_path / "families.md"
     doc.write_text(f"# Families\n\nintro\n\n{TABLE_BEGIN}\nold table\n{TABLE_END}\n\nafter\n")
-    text = _with_table(doc, "| new |\n")
+    text = with_table(doc, "| new |\n")
     assert text == f"# Families\n\nintro\n\n{TABLE_BEGIN}\n| new |\n{TABLE_END}\n\nafter\n"
-    assert _with_table(tmp_path / "none.md", "| new |\n") == "| new |\n"
+    assert with_table(tmp_path / "none.md", "| new |\n") == "| new |\n"
 
 
 def test_a_generation_that_echoes_the_question_or_a_special_token_fails_generate(tiny_models):

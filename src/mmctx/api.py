@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from mmctx.models import DEFAULT_MODEL
 from mmctx.models.base import Backend
+from mmctx.prompts.presets import Preset
 from mmctx.run.plan import GenerationLimits
 from mmctx.tasks import Task, TaskKind, get_task, task_names
 
@@ -110,6 +111,7 @@ def evaluate(
     limit: int | None = None,
     seed: int = 0,
     limits: GenerationLimits | None = None,
+    preset: str | Path | Preset | None = None,
     demo_orders: int = 1,
     context: ContextOptions = ContextOptions(),
     options: dict[str, Any] | None = None,
@@ -124,26 +126,54 @@ def evaluate(
     """Run ``model`` on ``task`` into the run folder ``out`` (resumed if it holds the same run) and score it.
 
     Few-shot tasks: ``grid`` (setting names, default the task's grid), ``scorers`` (``generate``,
-    ``ppl``), ``demo_orders``, ``limits``, ``shard`` and ``ray`` (`mmctx.run.distributed.RayOptions`).
+    ``ppl``), ``preset`` (a built-in name, a preset file or a `Preset`, instead of the task's), ``demo_orders``, ``limits``, ``shard`` and ``ray`` (`mmctx.run.distributed.RayOptions`).
     Context tasks: ``context``, ``judge`` and ``extractor`` (model specs or backends). Both:
-    ``tasks`` (sub-tasks or subsets to keep), ``limit`` (items per sub-task), ``options`` (the
+    ``tasks`` (sub-tasks or subsets to keep), ``limit`` (few-shot: the first N queries of each
+    sub-task; context: the first N items of the suite), ``options`` (the
     backend's: device, dtype, batch_size, revision, trust_remote_code, adapter, quantization,
     base_url, …), ``retry_errors``. ``out`` defaults to ``runs/<task>/<model>``.
     """
     from mmctx.run.runner import run_lock
 
     chosen = resolve_task(task, **(task_options or {}))
+    if preset is not None:
+        chosen = replace(chosen, preset=str(preset) if isinstance(preset, Path) else preset)
     spec = model.info.name if isinstance(model, Backend) else str(model)
     run_dir = Path(out) if out is not None else Path("runs") / _safe(chosen.name) / _safe(spec)
-    with run_lock(run_dir):  # held while the task writes its samples into the run folder, too
-        source = chosen.prepare(run_dir / "dataset")
-        if chosen.kind == "context":
-            if grid or scorers or shard or ray:
-                raise ValueError(f"{chosen.name} is a context-learning task: grid, scorers, shard and ray do not apply")
-            return _evaluate_context(chosen, source, model, run_dir, tasks, limit, context, options, judge,
-                                     extractor, retry_errors, progress)  # fmt: skip
-        return _evaluate_fewshot(chosen, source, model, run_dir, grid, scorers, tasks, limit, seed, limits,
-                                 demo_orders, options, retry_errors, shard, ray, progress)  # fmt: skip
+    fresh = not run_dir.exists()
+    try:
+        with run_lock(run_dir):  # held while the task writes its samples into the run folder, too
+            return _evaluate_in(chosen, run_dir, model, grid, scorers, tasks, limit, seed, limits, preset,
+                                demo_orders, context, options, judge, extractor, retry_errors, shard, ray, progress)  # fmt: skip
+    except Exception:
+        if fresh and not (run_dir / "manifest.json").exists():
+            _remove_unused(run_dir)
+        raise
+
+
+def _remove_unused(run_dir: Path) -> None:
+    """Remove a run folder this call created and that holds no run (bad input refused before any
+    request): a refused run leaves nothing behind. (A second process starting on the same new
+    folder in the same instant could lose its lock file; it would hold the lock all the same.)"""
+    import shutil
+
+    shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _evaluate_in(
+    chosen: Task, run_dir: Path, model, grid, scorers, tasks, limit, seed, limits, preset, demo_orders, context,
+    options, judge, extractor, retry_errors, shard, ray, progress,
+) -> EvalResult:  # fmt: skip
+    source = chosen.prepare(run_dir / "dataset")
+    if chosen.kind == "context":
+        if grid or scorers or shard or ray or preset is not None:
+            raise ValueError(
+                f"{chosen.name} is a context-learning task: grid, scorers, preset, shard and ray do not apply"
+            )
+        return _evaluate_context(chosen, source, model, run_dir, tasks, limit, context, options, judge,
+                                 extractor, retry_errors, progress)  # fmt: skip
+    return _evaluate_fewshot(chosen, source, model, run_dir, grid, scorers, tasks, limit, seed, limits,
+                             demo_orders, options, retry_errors, shard, ray, progress)  # fmt: skip
 
 
 def _safe(name: str) -> str:
@@ -186,7 +216,7 @@ def _evaluate_fewshot(
                       outcome.stats, manifest)  # fmt: skip
 
 
-def _role(spec: str | Backend | None) -> Backend | None:
+def role_backend(spec: str | Backend | None) -> Backend | None:
     """A judge or extractor, deterministic (temperature 0 where the API takes one)."""
     if spec is None or isinstance(spec, Backend):
         return spec
@@ -234,9 +264,9 @@ def _evaluate_context(
             opts.setdefault("max_images", max((len(q.context_images) for q in bench.queries), default=0))
         backend = load_backend(model, **opts)
     judge_backend = (
-        backend if judge is not None and judge == model else _role(judge)
+        backend if judge is not None and judge == model else role_backend(judge)
     )  # a model judging itself loads once
-    stats = run_context(bench, backend, run_dir, config, judge=judge_backend, extractor=_role(extractor),
+    stats = run_context(bench, backend, run_dir, config, judge=judge_backend, extractor=role_backend(extractor),
                         count_tokens=count, show_progress=progress, retry_errors=retry_errors)  # fmt: skip
     return _context_result(chosen.name, run_dir, stats)
 
@@ -262,11 +292,16 @@ def _kind(manifest: dict[str, Any]) -> TaskKind:
 
 
 def score(
-    run_dir: str | Path, *, judge: str | Backend | None = None, extractor: str | Backend | None = None
+    run_dir: str | Path,
+    *,
+    judge: str | Backend | None = None,
+    extractor: str | Backend | None = None,
+    suite: str | Path | None = None,
 ) -> EvalResult:
     """Score a run folder afresh from its stored responses and write its results (no model needed).
 
-    Context runs re-ask a judge only for what its cache lacks (``judge``/``extractor`` as in `evaluate`).
+    Context runs re-ask a judge only for what its cache lacks (``judge``/``extractor`` as in
+    `evaluate`) and read their items from ``suite`` (default: the suite the manifest names).
     """
     run_dir = Path(run_dir)
     manifest = _manifest(run_dir)
@@ -275,8 +310,8 @@ def score(
         from mmctx.data.clbench.loader import load_clbench
         from mmctx.run.context import check_judges_for_run, probe_all, score_context_run
 
-        bench = load_clbench(Path(manifest["config"]["suite"]))
-        judge_b, extractor_b = _role(judge), _role(extractor)
+        bench = load_clbench(Path(suite) if suite is not None else Path(manifest["config"]["suite"]))
+        judge_b, extractor_b = role_backend(judge), role_backend(extractor)
         check_judges_for_run(run_dir, bench, judge_b)
         probe_all(judge_b, extractor_b)
         score_context_run(run_dir, bench, judge=judge_b, extractor=extractor_b)
@@ -309,11 +344,13 @@ def report(
     latex: bool = True,
     figures: bool = True,
     seed: int = 0,
+    csv: str | Path | None = None,
 ) -> str:
     """The papers' tables for one or more runs (one per model), as Markdown; with ``out``, the full report.
 
     Run folders are only read: few-shot results are scored afresh in memory (re-scoring into the
-    folder is `score`). Few-shot and context runs are reported apart.
+    folder is `score`). Few-shot and context runs are reported apart. ``csv``: also every few-shot
+    metric as one CSV file (a context report writes its CSVs into ``out``).
     """
     runs = _named_runs(run_dirs)
     kinds = {_kind(m) for _, _, m in runs}
@@ -336,12 +373,25 @@ def report(
     from mmctx.scoring.results import score_run, summarize
 
     scored = [(name, score_run(run_dir)) for name, run_dir, _ in runs]
-    text = markdown_tables([(name, summarize(results)) for name, results in scored])
+    cells = [(name, summarize(results)) for name, results in scored]
+    text = markdown_tables(cells)
+    if csv is not None:
+        from mmctx.reporting.tables import write_csv
+
+        write_csv(cells, Path(csv))
     if out is not None:
         from mmctx.reporting.folder import write_report_results
 
         write_report_results(scored, Path(out), latex=latex, figures=figures, seed=seed)
     return text
+
+
+def merge(shards: Sequence[str | Path], out: str | Path) -> int:
+    """Combine the run folders of a sharded run (``shard="i/n"``) into ``out``; refuses shards of
+    different runs. Returns the number of responses merged; `score` the merged folder next."""
+    from mmctx.run.runner import merge_runs
+
+    return merge_runs([Path(s) for s in shards], Path(out))
 
 
 def view(run_dirs: Sequence[str | Path], out: str | Path, *, figures: str | Path | None = None) -> Path:
@@ -351,4 +401,14 @@ def view(run_dirs: Sequence[str | Path], out: str | Path, *, figures: str | Path
     return build_site([Path(r) for r in run_dirs], Path(out), figures_dir=Path(figures) if figures else None)
 
 
-__all__ = ["ContextOptions", "EvalResult", "evaluate", "report", "resolve_task", "score", "view"]
+__all__ = [
+    "ContextOptions",
+    "EvalResult",
+    "evaluate",
+    "merge",
+    "report",
+    "resolve_task",
+    "role_backend",
+    "score",
+    "view",
+]

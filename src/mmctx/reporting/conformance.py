@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -221,3 +222,43 @@ def conformance_markdown(rows: list[FamilyRow], remote_only: list[tuple[str, str
     for name, why in remote_only:
         lines.append(f"| {name} (remote code) | — | {name} | not checked: {why} | | | | | | | |")
     return "\n".join(lines) + "\n"
+
+
+TABLE_BEGIN, TABLE_END = "<!-- conformance-table:begin -->", "<!-- conformance-table:end -->"
+
+
+class UnknownFamily(ValueError):
+    pass
+
+
+def check_families(
+    families: list[str] | None, on_start: Callable[[str], None] = lambda name: None
+) -> tuple[list[FamilyRow], list[tuple[str, str]]]:
+    """Build each tiny family (all by default) in a scratch folder and check it; also the adapters
+    left unchecked because they run a repository's own code, as (family, why) pairs."""
+    import tempfile
+
+    from mmctx.models.adapters import all_adapters
+    from mmctx.models.tiny import tiny_families
+
+    known = tiny_families()
+    unknown = [f for f in families or [] if f not in known]
+    if unknown:
+        raise UnknownFamily(f"unknown tiny family {unknown[0]!r}; choose from {', '.join(known)}")
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="mmctx-check-") as scratch:
+        for name in families or list(known):
+            on_start(name)
+            rows.append(check_family(name, Path(scratch) / name))
+    remote = [(a.family, "runs its own code (stub-processor rendering tests only)") for a in all_adapters()
+              if a.needs_remote_code]  # fmt: skip
+    return rows, remote
+
+
+def with_table(path: Path, table: str) -> str:
+    """``path``'s text with the table between its markers replaced (docs/families.md); the table alone otherwise."""
+    old = path.read_text() if path.exists() else ""
+    if TABLE_BEGIN not in old or TABLE_END not in old:
+        return table
+    head, rest = old.split(TABLE_BEGIN, 1)
+    return f"{head}{TABLE_BEGIN}\n{table}{TABLE_END}{rest.split(TABLE_END, 1)[1]}"

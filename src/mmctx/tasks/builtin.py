@@ -12,7 +12,7 @@ from mmctx.tasks.task import Task, task
 
 @task(name="shapes-world")
 def shapes_world(queries_per_task: int = 4, seed: int = 0) -> Task:
-    """The embedded default: shapes-world's five tasks, generated offline, over the paper's grid."""
+    """The embedded default: shapes-world's nine tasks, generated offline, over the paper's grid."""
 
     def prepare(work: Path) -> Path:
         from mmctx.data import shapes
@@ -41,7 +41,7 @@ def clbench_v(path: str | Path) -> Task:
 
 @task(name="clbench-v-toy")
 def clbench_v_toy() -> Task:
-    """One toy item per CLBench-V subset, written offline: the context-learning pipeline end to end."""
+    """Two toy items per CLBench-V subset, written offline: the context-learning pipeline end to end."""
 
     def prepare(work: Path) -> Path:
         from mmctx.data.clbench.toy import write_toy_suite

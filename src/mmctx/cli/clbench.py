@@ -1,4 +1,4 @@
-"""`mmctx clbench …`: the context-learning (CLBench-V) commands, thin over the packages."""
+"""`mmctx clbench …`: the context-learning (CLBench-V) commands, argument parsing over the packages."""
 
 from __future__ import annotations
 
@@ -7,30 +7,33 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from mmctx.cli.common import (
+    Adapter,
+    BaseUrl,
+    BatchSize,
+    Device,
+    Dtype,
+    ModelSpec,
+    Progress,
+    RetryErrors,
+    Revision,
+    TrustRemoteCode,
+    backend_options,
+    console,
+    fail,
+)
 from mmctx.models import DEFAULT_MODEL
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="CLBench-V: multimodal context learning.")
-console = Console(stderr=True)
+_ERRORS: tuple[type[Exception], ...] = (ValueError, OSError, RuntimeError, LookupError)
 
 
-def _fail(message: str) -> None:
-    console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
-    raise typer.Exit(2)
+def _role_backend(spec: str | None):
+    from mmctx.api import role_backend
 
-
-def _role_backend(spec: str | None, base_url: str | None = None):
-    """A judge or extractor backend, deterministic (temperature 0 where the API takes one)."""
-    if not spec:
-        return None
-    from mmctx.models import load_backend
-
-    kwargs = {"temperature": 0.0} if spec.startswith("openai:") else {}
-    if base_url and spec.startswith("openai:"):
-        kwargs["base_url"] = base_url
-    return load_backend(spec, **kwargs)
+    return role_backend(spec)
 
 
 @app.command()
@@ -64,7 +67,7 @@ def validate(path: Path = typer.Argument(..., help="Suite folder or .jsonl file.
     try:
         bench = load_clbench(path)
     except (OSError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     problems = [str(p) for p in bench.validate()] + [p for q in bench.queries for p in _evaluator_problems(q)]
     for p in problems:
         print(p)
@@ -77,7 +80,7 @@ def validate(path: Path = typer.Argument(..., help="Suite folder or .jsonl file.
 @app.command()
 def run(
     suite_path: Path = typer.Argument(..., metavar="SUITE", help="Suite folder or .jsonl file."),
-    model: str = typer.Option(DEFAULT_MODEL, help="Model spec (HF id/folder, builtin:…, openai:…, vllm:…)."),
+    model: ModelSpec = DEFAULT_MODEL,
     out: Path = typer.Option(..., help="Run folder (created, or resumed if it holds the same run)."),
     judge: str | None = typer.Option(None, help="Judge model spec (pinned; temperature 0); needed by judged subsets."),
     extractor: str | None = typer.Option(None, help="Extractor model spec for free-form answers the rules miss."),
@@ -89,93 +92,37 @@ def run(
     tokenizer: str | None = typer.Option(None, help="With --truncation: tokenizer (path or id, or 'whitespace')."),
     subset: list[str] | None = typer.Option(None, help="Only these subsets (repeatable)."),
     limit: int | None = typer.Option(None, help="Only the first N items."),
-    batch_size: int = typer.Option(8, help="Prompts per generate call."),
-    device: str = typer.Option("auto", help="auto, cpu, cuda, …"),
-    dtype: str = typer.Option("auto", help="auto, float32, bfloat16, float16."),
-    revision: str | None = typer.Option(None, help="Model revision (branch, tag or commit) to pin."),
-    trust_remote_code: bool = typer.Option(False, help="Allow the model repository's own code to run."),
-    adapter: str | None = typer.Option(None, help="Model family adapter (default: picked by model id)."),
-    base_url: str | None = typer.Option(None, help="openai: models: the server's base URL."),
-    retry_errors: bool = typer.Option(False, help="Ask again for responses stored as errors."),
-    progress: bool = typer.Option(True, help="Show a progress bar."),
+    batch_size: BatchSize = None,
+    device: Device = None,
+    dtype: Dtype = None,
+    revision: Revision = None,
+    trust_remote_code: TrustRemoteCode = False,
+    adapter: Adapter = None,
+    base_url: BaseUrl = None,
+    retry_errors: RetryErrors = False,
+    progress: Progress = True,
 ) -> None:
-    """Run a model on a suite (resumable), score it, and print Tables 2 and 3 for it."""
-    from mmctx.data.clbench.loader import load_clbench
-    from mmctx.models import load_backend, options_for, sized_by_plan
-    from mmctx.models.hf import ModelError
-    from mmctx.prompts.context import DEFAULT_SYSTEM
-    from mmctx.reporting.clbench_tables import table2_markdown, table3_markdown
-    from mmctx.run.context import ContextConfig, run_context
-    from mmctx.run.runner import RunError, run_lock
-    from mmctx.scoring.levels import aggregate
+    """Run a model on a suite (resumable), score it, and print Tables 2 and 3 for it (`mmctx eval SUITE`)."""
+    from mmctx import api
+    from mmctx.cli.evaluate import _print_outcome
 
+    context = api.ContextOptions(
+        system_prompt=system_prompt, max_new_tokens=max_new_tokens, repair=repair, truncation=truncation,
+        truncation_budget=budget, tokenizer=tokenizer,
+    )  # fmt: skip
+    options = backend_options(
+        device=device, dtype=dtype, batch_size=batch_size, revision=revision, trust_remote_code=trust_remote_code,
+        adapter=adapter, base_url=base_url,
+    )  # fmt: skip
     try:
-        bench = load_clbench(suite_path)
-        count, tok_name = None, None
-        if truncation != "none":
-            from mmctx.analysis.complexity import load_tokenizer
-
-            if not tokenizer:
-                _fail("--truncation needs --tokenizer (a tokenizer path or id, or 'whitespace')")
-            tok_name, count = load_tokenizer(tokenizer)
-        config = ContextConfig(
-            suite=str(suite_path),
-            suite_name=bench.name,
-            suite_sha256=bench.fingerprint(),
-            system_prompt=DEFAULT_SYSTEM if system_prompt is None else system_prompt,
-            max_new_tokens=max_new_tokens,
-            repair=repair,
-            truncation=truncation,
-            truncation_budget=budget,
-            tokenizer=tok_name,
-            subsets=subset or None,
-            limit=limit,
-            batch_size=batch_size,
-        )
-        # The flags as flat values: the backend takes its own and refuses one it does not take
-        # that was set (a flag left at its default is not set: `mmctx.models.options_for`).
-        values = dict(device=device, dtype=dtype, batch_size=batch_size, trust_remote_code=trust_remote_code,
-                      revision=revision, adapter=adapter, base_url=base_url)  # fmt: skip
-        if sized_by_plan(model):
-            values["max_images"] = max((len(q.context_images) for q in bench.queries), default=0)
-        options = options_for(model, values)
-        with run_lock(out):  # before any model loads: a second process on the folder refuses at once
-            backend = load_backend(model, options)
-            stats = run_context(
-                bench,
-                backend,
-                out,
-                config,
-                judge=_role_backend(judge),
-                extractor=_role_backend(extractor),
-                count_tokens=count,
-                show_progress=progress,
-                retry_errors=retry_errors,
-            )
-    except (RunError, ModelError, ValueError, OSError, RuntimeError, KeyError) as exc:
-        _fail(str(exc))
-    console.print(
-        f"{stats.planned} items ({stats.invalid} invalid): {stats.cached} already stored, {stats.done} new "
-        f"({stats.errors} errors), repairs asked {stats.repairs_asked} in {stats.seconds:.1f}s → {out}\n"
-        f"outcomes: {json.dumps(stats.outcomes, sort_keys=True)}"
-    )
-    scores = {backend.info.name: aggregate(_rows(out))}
-    print(table2_markdown(scores))
-    print()
-    print(table3_markdown(scores))
-
-
-def _rows(run_dir: Path, name: str = "results.jsonl") -> list[dict]:
-    path = Path(run_dir) / name
-    if not path.exists():
-        _fail(f"{run_dir} has no {name}; run `mmctx clbench run` or `mmctx clbench score` first")
-    from mmctx.jsonl import read_jsonl
-
-    return read_jsonl(path)
-
-
-def _model_name(run_dir: Path) -> str:
-    return json.loads((Path(run_dir) / "manifest.json").read_text())["model"]["name"]
+        result = api.evaluate(
+            api.resolve_task("clbench-v", path=suite_path), model, out, tasks=subset or None, limit=limit,
+            context=context, options=options, judge=judge, extractor=extractor, retry_errors=retry_errors,
+            progress=progress,
+        )  # fmt: skip
+    except _ERRORS as exc:
+        fail(str(exc))
+    _print_outcome(result, retry_errors)
 
 
 def _suite_of(run_dir: Path, suite_path: Path | None):
@@ -193,18 +140,13 @@ def score(
     extractor: str | None = typer.Option(None, help="Extractor model spec."),
 ) -> None:
     """Re-score a run from its stored responses (no model needed; judge calls are cached)."""
-    from mmctx.run.context import check_judges_for_run, probe_all, score_context_run
-    from mmctx.run.runner import RunError
+    from mmctx import api
 
     try:
-        bench = _suite_of(run_dir, suite_path)
-        judge_b, extractor_b = _role_backend(judge), _role_backend(extractor)
-        check_judges_for_run(run_dir, bench, judge_b)
-        probe_all(judge_b, extractor_b)
-        rows = score_context_run(run_dir, bench, judge=judge_b, extractor=extractor_b)
-    except (RunError, ValueError, OSError, RuntimeError, KeyError) as exc:
-        _fail(str(exc))
-    console.print(f"{run_dir}: {len(rows)} items scored")
+        result = api.score(run_dir, judge=judge, extractor=extractor, suite=suite_path)
+    except _ERRORS as exc:
+        fail(str(exc))
+    console.print(f"{run_dir}: {len(result.results)} items scored")
 
 
 @app.command()
@@ -213,23 +155,14 @@ def report(
     out: Path | None = typer.Option(None, help="Write Tables 2–3 (md, csv, tex) and the heatmap here."),
 ) -> None:
     """Print CLBench-V's Table 2 (levels) and Table 3 (datasets) for one or more runs."""
-    from mmctx.reporting.clbench_tables import table2_markdown, table3_markdown, write_clbench_report
-    from mmctx.scoring.levels import aggregate
+    from mmctx import api
 
-    scores = {}
-    for run_dir in run_dirs:
-        name = _model_name(run_dir)
-        # Two runs of one model (another judge, another suite) are two rows, never one overwriting the other.
-        name = name if name not in scores else f"{name} ({Path(run_dir).name})"
-        if name in scores:
-            _fail(f"two runs named {name!r}; give the run folders distinct names")
-        scores[name] = aggregate(_rows(run_dir))
-    print(table2_markdown(scores))
-    print()
-    print(table3_markdown(scores))
+    try:
+        print(api.report(run_dirs, out))
+    except _ERRORS as exc:
+        fail(str(exc))
     if out:
-        paths = write_clbench_report(scores, out)
-        console.print(f"wrote {len(paths)} files → {out}")
+        console.print(f"report → {out}")
 
 
 @app.command()
@@ -244,14 +177,13 @@ def judges(
 ) -> None:
     """Re-judge stored predictions with several judges: per-judge macro scores (Table 4) and agreement."""
     from mmctx.analysis.clbench import judge_comparison
-    from mmctx.run.runner import RunError
 
     try:
         bench = _suite_of(run_dir, suite_path)
         backends = [_role_backend(spec) for spec in judge]
         text = judge_comparison(run_dir, bench, backends, out, extractor=_role_backend(extractor))
-    except (RunError, ValueError, OSError, RuntimeError, KeyError) as exc:
-        _fail(str(exc))
+    except _ERRORS as exc:
+        fail(str(exc))
     print(text)
 
 
@@ -270,7 +202,7 @@ def complexity(
     try:
         print(complexity_report(run_dirs, tokenizer, exclude or [], out))
     except (ValueError, OSError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 @app.command()
@@ -286,7 +218,7 @@ def failures(
     try:
         print(failure_report(run_dir, tags, template, _role_backend(judge)))
     except (ValueError, OSError, RuntimeError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
 
 
 @app.command()
@@ -302,12 +234,12 @@ def paper(
     from mmctx.jsonl import split_records
 
     if not findings and not generator:
-        _fail("give --findings FILE or --generator MODEL")
+        fail("give --findings FILE or --generator MODEL")
     try:
         given = [line.strip() for _, line in split_records(findings.read_text(encoding="utf-8"))] if findings else None
         sample = build_paper_sample(pdf, out, backend=_role_backend(generator), findings=given, sample_id=sample_id)
     except (ValueError, OSError, RuntimeError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     _append(out, sample)
 
 
@@ -328,7 +260,7 @@ def roe(
         gold = RoeGold(net_profit=net_profit, revenue=revenue, total_assets=total_assets, equity=equity)
         sample = build_roe_sample(pdf, out, gold, sample_id=sample_id)
     except (ValueError, OSError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     _append(out, sample)
 
 
