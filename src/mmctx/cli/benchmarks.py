@@ -123,26 +123,17 @@ def build_fewmmbench(
 
     from rich.table import Table
 
-    from mmctx.curate.cues import find_surface_cues
-    from mmctx.curate.pipeline import LAYOUT_DIR, CurateOptions, CurationError, curate_samples
-    from mmctx.data.sources.build import (
-        COMPOSITION_COUNTS,
-        composition,
-        convert_sources,
-        drop_content_duplicates,
-        drop_small_groups,
-        load_recipe,
-        pool_from_recipe,
-        write_build_report,
-    )
+    from mmctx.curate.build import curate_pool, gather_pool
+    from mmctx.curate.embed import EncoderError
+    from mmctx.curate.pipeline import LAYOUT_DIR, CurateOptions, CurationError
+    from mmctx.data.sources.build import COMPOSITION_COUNTS
 
     try:
-        plan = load_recipe(recipe)
+        gathered = gather_pool(sources_dir, k, demos, recipe)
     except (ValueError, OSError) as exc:
         fail(str(exc))
-    conversions, reports = convert_sources(sources_dir, plan.sources)
     report_path = out / "curation" / "build.json"
-    for r in reports:
+    for r in gathered.reports:
         if not r.present:
             console.print(f"[yellow]missing[/yellow] {r.name}: no folder {sources_dir / r.name}; skipped")
         else:
@@ -151,55 +142,36 @@ def build_fewmmbench(
                 console.print(f"  [red]error[/red] {escape(e)}", soft_wrap=True)
             if len(r.errors) > 5:
                 console.print(f"  ... and {len(r.errors) - 5} more error(s), all in {escape(str(report_path))}")
-    recipe_pool = pool_from_recipe(plan, conversions)
-    pool, duplicates = drop_content_duplicates(recipe_pool, sources_dir)
-    if duplicates:
-        source_of = {s.id: s.source for s in recipe_pool}
-        counts = Counter(source_of[d] for ds in duplicates.values() for d in ds)
+    counts = gathered.duplicates_by_source()
+    if counts:
         by_source = escape(", ".join(f"{name} {n}" for name, n in sorted(counts.items())))
         console.print(
             f"[yellow]dropped {sum(counts.values())} content duplicate(s)[/yellow] ({by_source}), keeping the first "
             "of each; listed in curation/build.json"
         )
-    pool, small = drop_small_groups(pool, k, demos)
-    for name, size in small.items():
+    for name, size in gathered.small_groups.items():
         console.print(f"[yellow]skipped group[/yellow] {name}: {size} samples, fewer than k + demos = {k + demos}")
-    cues = find_surface_cues(pool)
-    for cue in cues:
+    for cue in gathered.cues:
         console.print(f"[yellow]surface cue[/yellow] {escape(cue.describe())}", soft_wrap=True)
-    if not pool:
-        write_build_report(
-            out, reports, [], duplicates=duplicates, pool=recipe_pool, small_groups=small, needed=k + demos, cues=cues
-        )
-        fail(f"no samples left to curate: the recipe's sources are missing or too small (details: {report_path})")
     opts = CurateOptions(
         encoder=encoder, k=k, demos=demos, seed=seed, rationales=rationales, figures=figures,
         duplicate_cosine=duplicate_cosine,
     )  # fmt: skip
-    from mmctx.curate.embed import EncoderError
-
     try:
-        outcome = curate_samples(pool, sources_dir, out, opts)
+        built = curate_pool(gathered, out, opts)
     except (CurationError, EncoderError, ValueError) as exc:
         fail(str(exc))
-    left_out = outcome.layout_left_out
-    if left_out:
-        reasons = Counter(left_out.values())
+    if built.left_out:
+        reasons = Counter(built.left_out.values())
         console.print(
-            f"[yellow]left out of {escape(str(out / LAYOUT_DIR))}[/yellow]: {len(left_out)} sample(s) the FewMMBench "
-            "layout cannot hold (demo keys to them removed there; listed in curation/build.json)"
+            f"[yellow]left out of {escape(str(out / LAYOUT_DIR))}[/yellow]: {len(built.left_out)} sample(s) the "
+            "FewMMBench layout cannot hold (demo keys to them removed there; listed in curation/build.json)"
         )
         for reason, n in reasons.most_common(5):
             console.print(f"  {n} × {escape(reason)}", soft_wrap=True)
-    rows = composition(outcome.benchmark.queries, outcome.benchmark.demos, pool)
-    left_out_report = {"count": len(left_out), "by_reason": dict(Counter(left_out.values())), "samples": left_out}
-    write_build_report(
-        out, reports, rows, duplicates=duplicates, pool=recipe_pool, small_groups=small, needed=k + demos,
-        left_out=left_out_report, cues=cues,
-    )  # fmt: skip
     columns = ("task", "kind", "source", *COMPOSITION_COUNTS)
     table = Table(*columns, caption="similar_demos: as in the paper's Table 2; random_only_demos: drawn only at random")
-    for row in rows:
+    for row in built.rows:
         table.add_row(*(str(row[c]) for c in columns))
     Console(width=max(120, console.width)).print(table)
     console.print(f"benchmark → {out}")
