@@ -213,7 +213,7 @@ def model_folders(args: argparse.Namespace, workdir: Path) -> list[tuple[str, Ca
 
     models: list[tuple[str, Callable[[], Path]]] = []
     if not args.no_shipped:
-        # The shipped checkpoint's folder, found without `mmctx.reference` (whose package needs pydantic).
+        # The shipped checkpoint's folder, read straight from the package data (the device machine has no pydantic).
         folder = Path(mmctx.__file__).resolve().parent / "reference_models" / SHIPPED.removeprefix("builtin:")
         if not (folder / "config.json").exists():
             raise SystemExit(f"{SHIPPED}: {folder} holds no checkpoint (a checkout without the shipped models?)")

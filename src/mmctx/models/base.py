@@ -72,7 +72,7 @@ class Backend(Protocol):
     """What every model backend offers the executor.
 
     A backend that holds a credential (an API key) also defines ``secrets() -> tuple[str, ...]``:
-    every stored text is redacted of them (`mmctx.run.store.backend_secrets`). It is optional, so
+    every stored text is redacted of them (`mmctx.models.store.backend_secrets`). It is optional, so
     it is not part of this protocol's required members.
     """
 
