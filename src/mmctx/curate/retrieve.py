@@ -83,8 +83,10 @@ def similar_demos(
 
     ``same_content[i, j]`` marks candidate j as holding the same image as query i.
     """
-    sims = _unit(queries) @ _unit(candidates).T
-    banned = near_duplicates(queries, candidates, duplicate_cosine, same_content)
+    sims = _unit(queries) @ _unit(candidates).T  # once: the near-duplicate test reads the same cosines
+    banned = sims > duplicate_cosine
+    if same_content is not None:
+        banned |= same_content
     short = np.flatnonzero((~banned).sum(axis=1) < k)
     if len(short):
         raise TooFewCandidates(short.tolist(), k)
