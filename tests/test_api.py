@@ -113,3 +113,11 @@ def test_package_names_stay_the_api_functions_after_the_layers_load():
             importlib.import_module(info.name)
     for name in ("evaluate", "score", "report", "view"):
         assert getattr(mmctx, name) is getattr(api, name), name
+
+
+def test_a_comma_string_where_a_list_belongs_is_refused_with_the_list_to_write(tmp_path):
+    with pytest.raises(TypeError, match=r"grid=\['0-shot', '8-similar'\]"):
+        mmctx.evaluate("shapes-world", out=tmp_path / "run", grid="0-shot,8-similar")
+    with pytest.raises(TypeError, match="scorers"):
+        mmctx.evaluate("shapes-world", out=tmp_path / "run", scorers="ppl")
+    assert not (tmp_path / "run").exists()

@@ -135,6 +135,9 @@ def evaluate(
     """
     from mmctx.run.runner import run_lock
 
+    for name, value in (("grid", grid), ("scorers", scorers), ("tasks", tasks)):
+        if isinstance(value, str):  # a string is a sequence of characters: "0-shot,8-similar" would be 14 settings
+            raise TypeError(f"{name} is a list of names, e.g. {name}={value.split(',')!r}, not the string {value!r}")
     chosen = resolve_task(task, **(task_options or {}))
     if preset is not None:
         chosen = replace(chosen, preset=str(preset) if isinstance(preset, Path) else preset)
