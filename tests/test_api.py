@@ -39,8 +39,8 @@ def test_a_jsonl_task_in_one_file_runs_with_its_own_wording_and_resumes(tmp_path
     prompts = (tmp_path / "run" / "requests.jsonl").read_text()
     assert "Name the colour that fills the image" in prompts
     assert "Answer with the option's letter from the given choices directly." not in prompts
-    assert first.manifest["config"]["preset"] == "fewmmbench+colour-quiz"
-    assert first.manifest["config"]["settings"] == ["0-shot", "2-random", "4-random"]
+    assert first.manifest.config["preset"] == "fewmmbench+colour-quiz"
+    assert first.manifest.config["settings"] == ["0-shot", "2-random", "4-random"]
     assert len(first.results) == 8 * 3
     # Demos come from the demo file, are drawn per query, and a query is never among its own demos.
     requests = [json.loads(line) for line in prompts.splitlines()]

@@ -16,15 +16,15 @@ what is not stored.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from mmctx.models import DEFAULT_MODEL
 from mmctx.models.base import Backend
 from mmctx.prompts.presets import Preset
+from mmctx.run.manifest import RunManifest, read_manifest
 from mmctx.run.plan import GenerationLimits
 from mmctx.tasks import Task, TaskKind, get_task, task_names
 
@@ -60,7 +60,7 @@ class EvalResult:
     results: list[Any]
     scores: Any
     stats: Any = None
-    manifest: dict[str, Any] = field(default_factory=dict)
+    manifest: RunManifest | None = None
 
     def table(self) -> str:
         """The papers' tables for this run, in Markdown (Tables 4/5, or CLBench-V's 2 and 3)."""
@@ -214,8 +214,8 @@ def _evaluate_fewshot(
         **named,
         **extra,
     )
-    manifest = _manifest(run_dir)
-    return EvalResult(chosen.name, "fewshot", run_dir, manifest["model"]["name"], outcome.results, outcome.cells,
+    manifest = read_manifest(run_dir)
+    return EvalResult(chosen.name, "fewshot", run_dir, manifest.model_name, outcome.results, outcome.cells,
                       outcome.stats, manifest)  # fmt: skip
 
 
@@ -279,19 +279,8 @@ def _context_result(task: str, run_dir: Path, stats: Any = None) -> EvalResult:
     from mmctx.scoring.levels import aggregate
 
     rows = read_jsonl(run_dir / "results.jsonl")
-    manifest = _manifest(run_dir)
-    return EvalResult(task, "context", run_dir, manifest["model"]["name"], rows, aggregate(rows), stats, manifest)
-
-
-def _manifest(run_dir: Path) -> dict[str, Any]:
-    path = Path(run_dir) / "manifest.json"
-    if not path.exists():
-        raise FileNotFoundError(f"{run_dir} is not a run folder (no manifest.json)")
-    return json.loads(path.read_text())
-
-
-def _kind(manifest: dict[str, Any]) -> TaskKind:
-    return "context" if manifest.get("kind") == "context" else "fewshot"
+    manifest = read_manifest(run_dir)
+    return EvalResult(task, "context", run_dir, manifest.model_name, rows, aggregate(rows), stats, manifest)
 
 
 def score(
@@ -307,13 +296,13 @@ def score(
     `evaluate`) and read their items from ``suite`` (default: the suite the manifest names).
     """
     run_dir = Path(run_dir)
-    manifest = _manifest(run_dir)
-    name = manifest.get("config", {}).get("benchmark_name") or manifest.get("config", {}).get("suite_name", "")
-    if _kind(manifest) == "context":
+    manifest = read_manifest(run_dir)
+    name = manifest.source_name
+    if manifest.kind == "context":
         from mmctx.data.clbench.loader import load_clbench
         from mmctx.run.context import check_judges_for_run, probe_all, score_context_run
 
-        bench = load_clbench(Path(suite) if suite is not None else Path(manifest["config"]["suite"]))
+        bench = load_clbench(Path(suite) if suite is not None else manifest.source)
         judge_b, extractor_b = role_backend(judge), role_backend(extractor)
         check_judges_for_run(run_dir, bench, judge_b)
         probe_all(judge_b, extractor_b)
@@ -322,15 +311,15 @@ def score(
     from mmctx.run.evaluate import rescore
 
     results, cells = rescore(run_dir)
-    return EvalResult(name, "fewshot", run_dir, manifest["model"]["name"], results, cells, None, manifest)
+    return EvalResult(name, "fewshot", run_dir, manifest.model_name, results, cells, None, manifest)
 
 
-def _named_runs(run_dirs: Sequence[str | Path]) -> list[tuple[str, Path, dict[str, Any]]]:
+def _named_runs(run_dirs: Sequence[str | Path]) -> list[tuple[str, Path, RunManifest]]:
     """(display name, folder, manifest) per run; two runs of one model get their folder's name."""
     out, seen = [], set()
     for run_dir in map(Path, run_dirs):
-        manifest = _manifest(run_dir)
-        name = manifest["model"]["name"]
+        manifest = read_manifest(run_dir)
+        name = manifest.model_name
         if name in seen:
             name = f"{name} ({run_dir.name})"
         if name in seen:
@@ -356,7 +345,7 @@ def report(
     metric as one CSV file (a context report writes its CSVs into ``out``).
     """
     runs = _named_runs(run_dirs)
-    kinds = {_kind(m) for _, _, m in runs}
+    kinds = {m.kind for _, _, m in runs}
     if len(kinds) > 1:
         raise ValueError("these runs mix few-shot and context-learning (CLBench-V) runs; report them separately")
     if kinds == {"context"}:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
@@ -127,8 +126,9 @@ def run(
 
 def _suite_of(run_dir: Path, suite_path: Path | None):
     from mmctx.data.clbench.loader import load_clbench
+    from mmctx.run.manifest import read_manifest
 
-    path = suite_path or Path(json.loads((Path(run_dir) / "manifest.json").read_text())["config"]["suite"])
+    path = suite_path or read_manifest(run_dir).source
     return load_clbench(path)
 
 

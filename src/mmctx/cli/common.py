@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -18,10 +17,6 @@ def fail(message: str) -> None:
     # Messages quote records like queries[id].field: escape them, or rich reads them as markup.
     console.print(f"[red]error:[/red] {escape(message)}", soft_wrap=True)
     raise typer.Exit(2)
-
-
-def model_name(run_dir: Path) -> str:
-    return json.loads((Path(run_dir) / "manifest.json").read_text())["model"]["name"]
 
 
 def comma_list(value: str | None) -> list[str] | None:

@@ -77,20 +77,19 @@ FEWSHOT, CONTEXT = "fewshot", "context"
 
 
 def read_manifest(run_dir: Path) -> dict[str, Any]:
-    """A run folder's manifest (``{}`` without one); a folder that is not a run is an error."""
+    """A run folder's manifest fields (``{}`` without one); a folder that is not a run is an error."""
+    from mmctx.run.manifest import ManifestError
+    from mmctx.run.manifest import read_manifest as read_run_manifest
+
     run_dir = Path(run_dir)
     if not (run_dir / REQUESTS).is_file():
         raise ViewerError(f"{run_dir}: no {REQUESTS} (not a run folder?)")
-    path = run_dir / MANIFEST
-    if not path.is_file():
+    if not (run_dir / MANIFEST).is_file():
         return {}
     try:
-        manifest = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ViewerError(f"{path}: not JSON ({exc.msg})") from None
-    if not isinstance(manifest, dict):
-        raise ViewerError(f"{path}: not a JSON object")
-    return manifest
+        return read_run_manifest(run_dir).fields
+    except ManifestError as exc:
+        raise ViewerError(str(exc)) from None
 
 
 def run_kind(manifest: dict[str, Any]) -> str:
