@@ -67,7 +67,7 @@ def test_a_bad_jsonl_record_is_named_before_any_model_loads(tmp_path):
 
 def test_a_plain_jsonl_path_is_a_task_and_unknown_names_are_listed(tmp_path):
     task = api.resolve_task(EXAMPLE / "items.jsonl")
-    assert task.kind == "fewshot" and task.grid == ("0-shot", "4-random", "8-random")
+    assert task.kind == "fewshot" and task.grid == ("0-shot", "4-random")  # 8 items: 7 candidates each
     with pytest.raises(FileNotFoundError, match="shapes-world"):
         api.resolve_task("no-such-task")
     with pytest.raises(TypeError, match="takes no option"):
@@ -121,3 +121,50 @@ def test_a_comma_string_where_a_list_belongs_is_refused_with_the_list_to_write(t
     with pytest.raises(TypeError, match="scorers"):
         mmctx.evaluate("shapes-world", out=tmp_path / "run", scorers="ppl")
     assert not (tmp_path / "run").exists()
+
+
+def test_a_resumed_folder_refuses_changed_items_before_touching_its_data(tmp_path):
+    folder = tmp_path / "items"
+    shutil.copytree(EXAMPLE, folder)
+    run = tmp_path / "run"
+    mmctx.evaluate(folder / "items.jsonl", out=run, scorers=["ppl"], grid=["0-shot"])
+    kept = _snapshot(run / "dataset")
+    lines = (folder / "items.jsonl").read_text().splitlines()
+    edited = json.loads(lines[0])
+    edited["question"] += " Look again."
+    lines[0] = json.dumps(edited)
+    (folder / "items.jsonl").write_text("\n".join(lines) + "\n")
+    with pytest.raises(RuntimeError, match="holds a run on other data"):
+        mmctx.evaluate(folder / "items.jsonl", out=run, scorers=["ppl"], grid=["0-shot"])
+    assert _snapshot(run / "dataset") == kept and not (run / "dataset.check").exists()
+
+
+def test_a_changed_task_option_is_a_different_run(tmp_path):
+    run = tmp_path / "run"
+    args = dict(out=run, grid=["0-shot"], scorers=["ppl"], limit=1)
+    mmctx.evaluate("shapes-world", task_options={"queries_per_task": 1}, **args)
+    assert mmctx.evaluate("shapes-world", task_options={"queries_per_task": 1}, **args).stats.done == 0
+    with pytest.raises(RuntimeError, match="holds a run on other data"):
+        mmctx.evaluate("shapes-world", task_options={"queries_per_task": 1, "seed": 7}, **args)
+
+
+@pytest.mark.parametrize(
+    ("task", "arguments", "named"),
+    [
+        ("shapes-world", {"judge": "builtin:shapes-vlm"}, "judge"),
+        ("shapes-world", {"context": api.ContextOptions(repair=True)}, "context"),
+        ("clbench-v-toy", {"seed": 3}, "seed"),
+        ("clbench-v-toy", {"demo_orders": 2, "grid": ["0-shot"]}, "grid, demo_orders"),
+    ],
+)
+def test_an_argument_of_the_other_kind_of_task_is_refused_not_ignored(tmp_path, task, arguments, named):
+    with pytest.raises(ValueError, match=f"only: .*{named}"):
+        mmctx.evaluate(task, out=tmp_path / "run", **arguments)
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_small_jsonl_runs_on_its_default_grid(tmp_path):
+    result = mmctx.evaluate(EXAMPLE / "items.jsonl", out=tmp_path / "run", scorers=["ppl"])
+    assert result.manifest.config["settings"] == ["0-shot", "4-random"] and len(result.results) == 16
+    with pytest.raises(BenchmarkError, match="needs 8 demos, has 7"):
+        mmctx.evaluate(EXAMPLE / "items.jsonl", out=tmp_path / "eight", scorers=["ppl"], grid=["8-random"])

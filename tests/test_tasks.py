@@ -91,3 +91,36 @@ def test_another_package_adds_a_task_by_entry_point(tmp_path):
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "plugin-colours ('0-shot', '3-random')"
+
+
+def test_task_options_are_checked_against_the_factory_before_the_task_runs(tmp_path):
+    with pytest.raises(TypeError, match=r"option queries_per_task: expected int, got 'abc'"):
+        get_task("shapes-world", queries_per_task="abc")
+    with pytest.raises(TypeError, match="expected int, got True"):
+        get_task("shapes-world", queries_per_task=True)
+    with pytest.raises(TypeError, match=r"needs the option\(s\) \['path'\]"):
+        get_task("jsonl")
+    assert get_task("jsonl", path=str(EXAMPLE / "items.jsonl")).kind == "fewshot"  # a path may be a string
+
+
+def test_a_task_file_that_fails_to_load_is_named_with_its_line(tmp_path):
+    from mmctx.tasks.task import TaskFileError
+
+    broken = tmp_path / "broken.py"
+    broken.write_text("from mmctx.tasks import task\n\n\ndef f(:\n")
+    with pytest.raises(TaskFileError, match=r"broken.py \(line 4\).*SyntaxError"):
+        get_task(str(broken))
+    raising = tmp_path / "raising.py"
+    raising.write_text("raise RuntimeError('no data here')\n")
+    with pytest.raises(TaskFileError, match="RuntimeError: no data here"):
+        get_task(str(raising))
+
+
+def test_images_must_be_a_list_of_paths(tmp_path):
+    from mmctx.schema import BenchmarkError
+    from mmctx.tasks.jsonl import read_items
+
+    items = tmp_path / "items.jsonl"
+    items.write_text('{"id": "q0", "images": "a.png", "question": "?", "choices": ["a", "b"], "answer": "a"}\n')
+    with pytest.raises(BenchmarkError, match=r"items.jsonl.*line 1.*images.*list of image paths"):
+        read_items(items, "t")

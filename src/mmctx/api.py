@@ -84,6 +84,8 @@ def resolve_task(task: Task | str | Path, **options) -> Task:
     if text in task_names() or text.partition("@")[0].endswith(".py"):
         return get_task(text, **options)
     path = Path(text)
+    if "path" in options:
+        raise TypeError(f"{text!r} is the task's path already; path is not a task option here")
     if path.is_dir():
         kind = "fewmmbench" if (path / "benchmark.json").exists() else "clbench-v"
         return get_task(kind, path=path, **options)
@@ -138,7 +140,12 @@ def evaluate(
     for name, value in (("grid", grid), ("scorers", scorers), ("tasks", tasks)):
         if isinstance(value, str):  # a string is a sequence of characters: "0-shot,8-similar" would be 14 settings
             raise TypeError(f"{name} is a list of names, e.g. {name}={value.split(',')!r}, not the string {value!r}")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"limit is a whole number of items, at least 1, or None for all (got {limit!r})")
     chosen = resolve_task(task, **(task_options or {}))
+    _refuse_other_kinds_arguments(chosen, grid=grid, scorers=scorers, preset=preset, shard=shard, ray=ray,
+                                  limits=limits, seed=seed, demo_orders=demo_orders, judge=judge,
+                                  extractor=extractor, context=context)  # fmt: skip
     if preset is not None:
         chosen = replace(chosen, preset=str(preset) if isinstance(preset, Path) else preset)
     spec = model.info.name if isinstance(model, Backend) else str(model)
@@ -154,6 +161,61 @@ def evaluate(
         raise
 
 
+_FEWSHOT_ONLY = {"grid": None, "scorers": None, "preset": None, "shard": None, "ray": None, "limits": None,
+                 "seed": 0, "demo_orders": 1}  # fmt: skip
+_CONTEXT_ONLY = {"judge": None, "extractor": None, "context": ContextOptions()}
+
+
+def _refuse_other_kinds_arguments(chosen: Task, **given: Any) -> None:
+    """An argument of the other kind of task is refused, never silently ignored."""
+    foreign = _FEWSHOT_ONLY if chosen.kind == "context" else _CONTEXT_ONLY
+    named = [name for name, default in foreign.items() if given[name] is not None and given[name] != default]
+    if named:
+        kind = "a context-learning task" if chosen.kind == "context" else "a few-shot task"
+        other = "few-shot" if chosen.kind == "context" else "context-learning"
+        raise ValueError(f"{chosen.name} is {kind}; these are for {other} tasks only: {', '.join(named)}")
+
+
+def _prepare(chosen: Task, run_dir: Path) -> Path:
+    """The task's data, written under ``RUN/dataset``.
+
+    A folder that already holds a run keeps its data: the task writes its data again beside it
+    and the two must be the same, byte for byte, or the run is refused before anything in the
+    folder changes (edited items, other task options). Data a task reads in place (a benchmark
+    folder, a suite) is the run's to check by its fingerprint.
+    """
+    import shutil
+
+    from mmctx.run.files import MANIFEST
+    from mmctx.run.runner import RunError
+
+    target = run_dir / "dataset"
+    if not (run_dir / MANIFEST).exists() or not target.exists():
+        return chosen.prepare(target)
+    staged = run_dir / "dataset.check"
+    shutil.rmtree(staged, ignore_errors=True)
+    try:
+        source = chosen.prepare(staged)
+        inside = source.is_relative_to(staged)
+        if inside and _tree_digest(source) != _tree_digest(target / source.relative_to(staged)):
+            raise RunError(
+                f"{run_dir} holds a run on other data: {chosen.name} writes different items now (its files or "
+                "its task options changed since); use another out folder"
+            )
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+    return target / source.relative_to(staged) if inside else source
+
+
+def _tree_digest(folder: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(str(path.relative_to(folder)).encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
 def _remove_unused(run_dir: Path) -> None:
     """Remove a run folder this call created and that holds no run (bad input refused before any
     request): a refused run leaves nothing behind. (A second process starting on the same new
@@ -167,12 +229,8 @@ def _evaluate_in(
     chosen: Task, run_dir: Path, model, grid, scorers, tasks, limit, seed, limits, preset, demo_orders, context,
     options, judge, extractor, retry_errors, shard, ray, progress,
 ) -> EvalResult:  # fmt: skip
-    source = chosen.prepare(run_dir / "dataset")
+    source = _prepare(chosen, run_dir)
     if chosen.kind == "context":
-        if grid or scorers or shard or ray or preset is not None:
-            raise ValueError(
-                f"{chosen.name} is a context-learning task: grid, scorers, preset, shard and ray do not apply"
-            )
         return _evaluate_context(chosen, source, model, run_dir, tasks, limit, context, options, judge,
                                  extractor, retry_errors, progress)  # fmt: skip
     return _evaluate_fewshot(chosen, source, model, run_dir, grid, scorers, tasks, limit, seed, limits,

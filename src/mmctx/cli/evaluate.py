@@ -82,7 +82,9 @@ def eval_cmd(
     grid: str | None = typer.Option(None, help="Few-shot settings, comma-separated (default: the task's grid)."),
     scorers: str | None = typer.Option(None, help="Few-shot scorers: generate, ppl (default: both)."),
     tasks: str | None = typer.Option(None, help="Only these sub-tasks or CLBench-V subsets, comma-separated."),
-    limit: int | None = typer.Option(None, help="Only the first N items of each sub-task."),
+    limit: int | None = typer.Option(
+        None, min=1, help="Only the first N queries of each sub-task (context tasks: the first N items)."
+    ),
     seed: int = typer.Option(0, help="Seeds option shuffling and random demos."),
     preset: str | None = typer.Option(None, help="Prompt preset (a built-in name or PATH.yaml) instead of the task's."),
     max_new_tokens: int | None = typer.Option(None, help="Generation limit (few-shot: without CoT; context runs)."),
@@ -123,22 +125,26 @@ def eval_cmd(
         chosen = api.resolve_task(task, **key_values(task_option, "--task-option"))
     except (TypeError, ValueError, OSError, LookupError) as exc:
         fail(str(exc))
-    given = {"max_new_tokens": max_new_tokens, "cot_max_new_tokens": cot_max_new_tokens}
-    limits = replace(chosen.limits or GenerationLimits(), **{k: v for k, v in given.items() if v is not None})
+    few_shot = chosen.kind == "fewshot"
+    # Each flag reaches the API only for the kind of task it belongs to, or when set: the API
+    # refuses a set flag of the other kind by name rather than ignoring it.
+    limits = None
+    if few_shot or cot_max_new_tokens is not None:
+        given = {"max_new_tokens": max_new_tokens, "cot_max_new_tokens": cot_max_new_tokens}
+        limits = replace(chosen.limits or GenerationLimits(), **{k: v for k, v in given.items() if v is not None})
     context = api.ContextOptions(
-        system_prompt=system_prompt, max_new_tokens=max_new_tokens or 1024, repair=repair, truncation=truncation,
-        truncation_budget=budget, tokenizer=tokenizer,
+        system_prompt=system_prompt, max_new_tokens=(max_new_tokens if not few_shot else None) or 1024,
+        repair=repair, truncation=truncation, truncation_budget=budget, tokenizer=tokenizer,
     )  # fmt: skip
     options = backend_options(
         device=device, dtype=dtype, batch_size=batch_size, revision=revision, trust_remote_code=trust_remote_code,
         adapter=adapter, quantization=quantization, base_url=base_url, max_concurrency=max_concurrency,
         score_mode=score_mode,
     )  # fmt: skip
-    few_shot = chosen.kind == "fewshot"
     try:
         result = api.evaluate(
             chosen, model, out, grid=comma_list(grid), scorers=comma_list(scorers), tasks=comma_list(tasks),
-            limit=limit, seed=seed, preset=preset, limits=limits if few_shot else None, demo_orders=demo_orders,
+            limit=limit, seed=seed, preset=preset, limits=limits, demo_orders=demo_orders,
             context=context, options=options, judge=judge, extractor=extractor, retry_errors=retry_errors,
             shard=shard, ray=_ray(ray, ray_address, ray_workers), progress=progress,
         )  # fmt: skip
@@ -267,7 +273,8 @@ def report(
     if csv:
         console.print(f"CSV → {csv}")
     if out:
-        console.print(f"report → {out} (start with {out / 'report.md'})")
+        start = out / "report.md"
+        console.print(f"report → {out}" + (f" (start with {start})" if start.exists() else ""))
 
 
 @app.command()

@@ -73,13 +73,16 @@ def _sample(record: dict[str, Any], task: str, source: str) -> Sample:
         answer = choices[answer]
     if answer not in choices:
         raise BadField("answer", f"{answer!r} is not one of the choices {choices}")
+    images = record.get("images") or []
+    if not isinstance(images, list) or not all(isinstance(i, str) for i in images):
+        raise BadField("images", f"need a list of image paths, not {images!r}")
     rationale = record.get("rationale")
     return Sample(
         id=str(record["id"]),
         task=str(record.get("task") or task),
         source=source,
         format="binary" if binary else "mcqa",
-        images=list(record.get("images") or []),
+        images=images,
         question="" if binary else str(record.get("question", "")),
         statement=str(record.get("statement", "")),
         choices=choices,
@@ -113,6 +116,15 @@ def with_similar_demos(
     retrievals = retrieve_step(samples, root, embeddings, selections, work / "curation", k, seed)
     keys = {qid: rec for r in retrievals.values() for qid, rec in r["queries"].items()}
     return [q.model_copy(update={"demo_keys": {m: keys[q.id][m] for m in ("similar", "random")}}) for q in queries]
+
+
+def _fewest_candidates(queries: list[Sample], pool: list[Sample]) -> int:
+    """The fewest demo candidates any query has: pool items of its task and format, itself excluded."""
+    counts: dict[tuple[str, str], int] = {}
+    for d in pool:
+        counts[(d.task, d.format)] = counts.get((d.task, d.format), 0) + 1
+    own = {d.id for d in pool}
+    return min((counts.get((q.task, q.format), 0) - (q.id in own) for q in queries), default=0)
 
 
 def instruction_preset(instruction: str, base: str = "fewmmbench", name: str = "") -> Preset:
@@ -155,10 +167,15 @@ def jsonl_task(
         bench.check()
         return save_benchmark(bench, work / "benchmark")
 
+    # The default grid keeps only the shot counts every query can fill: a file of 8 items, its own
+    # demo pool, has 7 candidates per query, so its grid stops at 4 (asking for 8 is refused by name).
+    queries = read_items(path, name)
+    pool = read_items(demo_path, name) if demo_path else queries
+    fits = tuple(k for k in shots if k <= _fewest_candidates(queries, pool))
     strategies = ("random", "similar") if encoder else ("random",)
-    has_rationales = demo_path is not None and any(s.rationale for s in read_items(demo_path, name))
-    grid = ("0-shot",) + tuple(f"{k}-{m}" for k in shots for m in strategies)
+    has_rationales = demo_path is not None and any(s.rationale for s in pool)
+    grid = ("0-shot",) + tuple(f"{k}-{m}" for k in fits for m in strategies)
     if encoder and has_rationales:
-        grid += tuple(f"{k}-similar-cot" for k in shots)
+        grid += tuple(f"{k}-similar-cot" for k in fits)
     preset = instruction_preset(instruction, name=f"fewmmbench+{name}") if instruction else "fewmmbench"
     return Task(name, "fewshot", prepare, preset=preset, grid=grid, description=f"JSONL items of {path}")

@@ -17,6 +17,8 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import sys
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -79,6 +81,10 @@ class TaskNotFound(LookupError):
     """No registered task, entry point or task file by that name."""
 
 
+class TaskFileError(ValueError):
+    """A task file that raises while it loads."""
+
+
 def _load_entry_points() -> None:
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name in _REGISTRY:
@@ -110,6 +116,9 @@ def load_task_file(path: Path, name: str | None = None) -> TaskFactory:
     _FILE_SCOPE.append({})
     try:
         spec.loader.exec_module(module)
+    except Exception as exc:  # the user's file: its fault is named by file (and line), not a traceback
+        line = f" (line {exc.lineno})" if isinstance(exc, SyntaxError) and exc.lineno else ""
+        raise TaskFileError(f"{path}{line}: the task file fails to load: {type(exc).__name__}: {exc}") from exc
     finally:
         found = _FILE_SCOPE.pop()
     if name is not None:
@@ -138,7 +147,33 @@ def get_task(spec: str | Path, **options) -> Task:
     unknown = [k for k in options if k not in accepted and not any(p.kind == p.VAR_KEYWORD for p in accepted.values())]
     if unknown:
         raise TypeError(f"task {text!r} takes no option(s) {unknown}; it takes {list(accepted)}")
+    missing = [k for k, p in accepted.items() if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD,
+               p.KEYWORD_ONLY) and k not in options]  # fmt: skip
+    if missing:
+        raise TypeError(f"task {text!r} needs the option(s) {missing} (as --task-option {missing[0]}=...)")
+    _check_option_types(text, factory, options)
     built = factory(**options)
     if not isinstance(built, Task):
         raise TypeError(f"task {text!r} returned {type(built).__name__}, not a Task")
     return built
+
+
+def _check_option_types(name: str, factory: TaskFactory, options: dict) -> None:
+    """Refuse an option whose value the factory's annotation rules out (``queries_per_task="abc"``),
+    before the task runs; a path may be given as a string, a float as an int."""
+    try:
+        hints = typing.get_type_hints(factory)
+    except Exception:  # an annotation that does not resolve: nothing to check against
+        return
+    for key, value in options.items():
+        hint = hints.get(key)
+        if hint is None or value is None:
+            continue
+        allowed = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        allowed = tuple(t for t in allowed if isinstance(t, type))
+        if not allowed or type(None) in allowed and value is None:
+            continue
+        widened = allowed + ((str,) if Path in allowed else ()) + ((int,) if float in allowed else ())
+        if isinstance(value, bool) and bool not in allowed or not isinstance(value, widened):
+            names = " | ".join(t.__name__ for t in allowed)
+            raise TypeError(f"task {name!r} option {key}: expected {names}, got {value!r}")
