@@ -72,13 +72,21 @@ class ResponseStore:
     """Args:
     path: the SQLite file (created if absent).
     secrets: credentials to take out of every response written (see `backend_secrets`).
+    read_only: open an existing store for reading only; the files are left byte for byte as they are.
     """
 
-    def __init__(self, path: Path, secrets: Iterable[str] = ()):
+    def __init__(self, path: Path, secrets: Iterable[str] = (), *, read_only: bool = False):
         self.path = Path(path)
         # Longest first, so a key that contains another is replaced whole.
         kept = {s for s in secrets if s and len(s) >= MIN_SECRET_LENGTH}
         self._secrets = tuple(sorted(kept, key=len, reverse=True))
+        if read_only:
+            # Reading never writes: a read-write connection would checkpoint a killed run's
+            # write-ahead log into the file and delete the log when it closes.
+            if not self.path.is_file():
+                raise FileNotFoundError(f"{self.path}: no response store")
+            self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
+            return
         self._db = sqlite3.connect(self.path, timeout=60)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")  # a committed response survives a crash

@@ -128,7 +128,7 @@ def score_run(run_dir: Path) -> list[SampleResult]:
     """One result per planned request, in plan order."""
     run_dir = Path(run_dir)
     requests = load_requests(run_dir)
-    with ResponseStore(run_dir / STORE) as store:
+    with ResponseStore(run_dir / STORE, read_only=True) as store:
         responses = store.get_all()
     return [score_request(r, responses.get(r["key"])) for r in requests]
 
