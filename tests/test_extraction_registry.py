@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from mmctx.scoring.extract import (
+from mmctx.extract import (
     EXTRACTOR_VERSION,
     RULES,
     Ctx,

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import mmctx
 from mmctx.data.clbench.suite import subset_or_none, table_level
+from mmctx.extract.prepare import strip_reasoning
 from mmctx.jsonl import read_jsonl
 from mmctx.models.base import Backend, GenerateRequest, Generation, ModelInfo
 from mmctx.models.store import ResponseStore, backend_secrets
@@ -42,7 +43,6 @@ from mmctx.run.files import MANIFEST, REQUESTS, RESULTS, STORE
 from mmctx.run.runner import RunError, _failure, _guarded, _progress, _write_atomic, open_run_manifest, run_lock
 from mmctx.schema import Benchmark, Sample, validate_sample
 from mmctx.scoring.evaluators import Evaluator, Verdict, get_evaluator
-from mmctx.scoring.extract.prepare import strip_reasoning
 
 JUDGE_STORE = "judges.sqlite"
 # Bump when extraction, repair or evaluation changes what a stored response scores.

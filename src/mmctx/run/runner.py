@@ -37,12 +37,12 @@ from rich.progress import (
 from rich.text import Text
 
 import mmctx
+from mmctx.extract import EXTRACTOR_VERSION
 from mmctx.jsonl import read_jsonl
 from mmctx.models.base import Backend, GenerateRequest, Generation, ModelInfo, OptionScores, ScoreRequest
 from mmctx.models.store import ResponseStore, backend_secrets
 from mmctx.run.files import LOCK, MANIFEST, REQUESTS, STORE
 from mmctx.run.plan import GenerationLimits, PlannedRequest
-from mmctx.scoring.extract import EXTRACTOR_VERSION
 
 
 class RunError(RuntimeError):

@@ -23,11 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
+from mmctx.extract import extract_choice
 from mmctx.jsonl import read_jsonl
 from mmctx.models.store import ResponseStore
 from mmctx.run.files import REQUESTS, RESULTS, STORE, SUMMARY
 from mmctx.scoring import metrics
-from mmctx.scoring.extract import extract_choice
 
 
 @dataclass(frozen=True)
