@@ -202,7 +202,7 @@ def _evaluate_context(
     from mmctx.data.clbench.loader import load_clbench
     from mmctx.models import load_backend, sized_by_plan
     from mmctx.prompts.context import DEFAULT_SYSTEM
-    from mmctx.run.context import ContextConfig, run_context
+    from mmctx.tasks.context import ContextConfig, run_context
 
     bench = load_clbench(source)
     count, tok_name = None, None
@@ -273,7 +273,7 @@ def score(
     name = manifest.get("config", {}).get("benchmark_name") or manifest.get("config", {}).get("suite_name", "")
     if _kind(manifest) == "context":
         from mmctx.data.clbench.loader import load_clbench
-        from mmctx.run.context import check_judges_for_run, probe_all, score_context_run
+        from mmctx.scoring.context import check_judges_for_run, probe_all, score_context_run
 
         bench = load_clbench(Path(manifest["config"]["suite"]))
         judge_b, extractor_b = _role(judge), _role(extractor)

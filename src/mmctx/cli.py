@@ -636,7 +636,7 @@ def _check_families(families: list[str] | None, out: Path | None) -> None:
 
     from mmctx.models.adapters import all_adapters
     from mmctx.models.tiny import tiny_families
-    from mmctx.reporting.conformance import check_family, conformance_markdown
+    from mmctx.tasks.conformance import check_family, conformance_markdown
 
     known = tiny_families()
     unknown = [f for f in families or [] if f not in known]
@@ -761,8 +761,8 @@ def _demo_clbench(out: Path, model: str) -> None:
     from mmctx.jsonl import read_jsonl
     from mmctx.models import load_backend
     from mmctx.reporting.clbench_tables import table2_markdown, write_clbench_report
-    from mmctx.run.context import ContextConfig, run_context
     from mmctx.scoring.levels import aggregate
+    from mmctx.tasks.context import ContextConfig, run_context
 
     bench = write_toy_suite(out / "suite")
     backend = load_backend(model)

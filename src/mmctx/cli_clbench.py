@@ -59,7 +59,7 @@ def toy(out: Path = typer.Option(..., help="Folder to write the toy suite to."))
 def validate(path: Path = typer.Argument(..., help="Suite folder or .jsonl file.")) -> None:
     """Check a suite and print every problem (exit 1 if any); a run scores such items invalid_sample."""
     from mmctx.data.clbench.loader import load_clbench
-    from mmctx.run.context import _evaluator_problems
+    from mmctx.scoring.context import evaluator_problems as _evaluator_problems
 
     try:
         bench = load_clbench(path)
@@ -105,9 +105,9 @@ def run(
     from mmctx.models.hf import ModelError
     from mmctx.prompts.context import DEFAULT_SYSTEM
     from mmctx.reporting.clbench_tables import table2_markdown, table3_markdown
-    from mmctx.run.context import ContextConfig, run_context
     from mmctx.run.runner import RunError, run_lock
     from mmctx.scoring.levels import aggregate
+    from mmctx.tasks.context import ContextConfig, run_context
 
     try:
         bench = load_clbench(suite_path)
@@ -193,8 +193,8 @@ def score(
     extractor: str | None = typer.Option(None, help="Extractor model spec."),
 ) -> None:
     """Re-score a run from its stored responses (no model needed; judge calls are cached)."""
-    from mmctx.run.context import check_judges_for_run, probe_all, score_context_run
     from mmctx.run.runner import RunError
+    from mmctx.scoring.context import check_judges_for_run, probe_all, score_context_run
 
     try:
         bench = _suite_of(run_dir, suite_path)

@@ -39,7 +39,7 @@ def judge_comparison(run_dir: Path, bench, judges: list[Backend], out: Path, ext
     its calls are cached in the run's ``judges.sqlite`` like any judge's.
     """
     from mmctx.analysis.agreement import judge_agreement, macro_by_dataset
-    from mmctx.run.context import probe_all, score_context_run
+    from mmctx.scoring.context import probe_all, score_context_run
 
     if len(judges) < 1:
         raise ValueError("give at least one --judge")
@@ -160,7 +160,8 @@ def _proposed_tags(run_dir: Path, rows: list[dict], judge: Backend, tagger) -> d
     from mmctx.analysis.failures import failed_rows
     from mmctx.data.clbench.loader import load_clbench
     from mmctx.models.store import ResponseStore, backend_secrets
-    from mmctx.run.context import JUDGE_STORE, probe_all
+    from mmctx.run.files import JUDGE_STORE
+    from mmctx.scoring.context import probe_all
     from mmctx.scoring.judging import JudgeRunner
 
     probe_all(judge, None)

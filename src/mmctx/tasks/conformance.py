@@ -187,7 +187,7 @@ def _pixels_hash(path) -> str:
 
 def _context(row: FamilyRow, backend, workdir: Path) -> None:
     from mmctx.data.clbench.toy import write_toy_suite
-    from mmctx.run.context import ContextConfig, run_context
+    from mmctx.tasks.context import ContextConfig, run_context
 
     suite = write_toy_suite(workdir / "suite")
     config = ContextConfig(
