@@ -27,7 +27,7 @@ from mmctx.models.base import Backend
 from mmctx.run.plan import GenerationLimits
 from mmctx.tasks import Task, TaskKind, get_task, task_names
 
-# Options of the HF backend that `mmctx.run.evaluate.evaluate` takes by name; any other backend
+# Options of the HF backend that `mmctx.tasks.fewshot.evaluate` takes by name; any other backend
 # option (base_url, max_concurrency, score_mode, …) goes to the backend as it is.
 _NAMED_OPTIONS = ("device", "dtype", "batch_size", "revision", "trust_remote_code", "adapter", "quantization")
 
@@ -154,7 +154,7 @@ def _evaluate_fewshot(
     chosen: Task, source: Path, model, run_dir: Path, grid, scorers, tasks, limit, seed, limits, demo_orders,
     options, retry_errors, shard, ray, progress,
 ) -> EvalResult:  # fmt: skip
-    from mmctx.run.evaluate import evaluate as run_evaluate
+    from mmctx.tasks.fewshot import evaluate as run_evaluate
 
     opts = dict(options or {})
     named = {k: opts.pop(k) for k in _NAMED_OPTIONS if k in opts}
@@ -281,7 +281,7 @@ def score(
         probe_all(judge_b, extractor_b)
         score_context_run(run_dir, bench, judge=judge_b, extractor=extractor_b)
         return _context_result(name, run_dir)
-    from mmctx.run.evaluate import rescore
+    from mmctx.scoring.results import rescore
 
     results, cells = rescore(run_dir)
     return EvalResult(name, "fewshot", run_dir, manifest["model"]["name"], results, cells, None, manifest)

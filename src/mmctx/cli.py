@@ -144,10 +144,10 @@ def run(
     from mmctx.models.hf import ModelError
     from mmctx.reporting.tables import markdown_tables
     from mmctx.run.distributed import RayOptions
-    from mmctx.run.evaluate import evaluate
     from mmctx.run.plan import GenerationLimits
     from mmctx.run.runner import RunError
     from mmctx.schema import BenchmarkError
+    from mmctx.tasks.fewshot import evaluate
 
     try:
         outcome = evaluate(
@@ -203,8 +203,8 @@ def merge(
 ) -> None:
     """Combine shard runs into one run (refuses shards of different runs) and score it."""
     from mmctx.reporting.tables import markdown_tables
-    from mmctx.run.evaluate import rescore
     from mmctx.run.runner import RunError, merge_runs
+    from mmctx.scoring.results import rescore
 
     try:
         n = merge_runs(shards, out)
@@ -219,7 +219,7 @@ def merge(
 def score(run_dirs: list[Path] = typer.Argument(..., help="Run folder(s).")) -> None:
     """Re-score runs from their stored responses (no model needed)."""
     from mmctx.reporting.tables import markdown_tables
-    from mmctx.run.evaluate import rescore
+    from mmctx.scoring.results import rescore
 
     for run_dir in run_dirs:
         results, cells = rescore(run_dir)
@@ -730,7 +730,7 @@ def demo(
 
     from mmctx.data import shapes as sw
     from mmctx.reporting.tables import markdown_tables, write_csv
-    from mmctx.run.evaluate import evaluate
+    from mmctx.tasks.fewshot import evaluate
 
     bench_dir, run_dir = out / "benchmark", out / "run"
     if not (bench_dir / "benchmark.json").exists():

@@ -50,8 +50,8 @@ def score_settings(
 ) -> list[dict]:
     """Per (task, setting, scorer) accuracy with its 95% CI, as `mmctx run` computes it, on the CPU
     (zero-shot unless ``settings`` names others), with `mmctx demo`'s generation limits."""
-    from mmctx.run.evaluate import evaluate
     from mmctx.run.plan import DEMO_LIMITS
+    from mmctx.tasks.fewshot import evaluate
 
     outcome = evaluate(
         bench_dir, model, run_dir, settings=settings, scorers=scorers, device="cpu", dtype="float32",
