@@ -265,7 +265,7 @@ def complexity(
     out: Path | None = typer.Option(None, help="Write correlations JSON and scatter plots here."),
 ) -> None:
     """Token length and image count vs score: Pearson and Spearman, per run."""
-    from mmctx.analysis.clbench import complexity_report
+    from mmctx.reporting.complexity import complexity_report
 
     try:
         print(complexity_report(run_dirs, tokenizer, exclude or [], out))
