@@ -318,7 +318,7 @@ def curate(
     """Embed → select queries (Graph Cut) → retrieve demos → rationales → benchmark + figures."""
     from mmctx.curate.embed import EncoderError
     from mmctx.curate.pipeline import CurateOptions, CurationError
-    from mmctx.curate.pipeline import curate as run_curate
+    from mmctx.reporting.curation import curate as run_curate
 
     opts = CurateOptions(
         encoder=encoder, k=k, lam=_lam(lam), convention=convention, demos=demos, seed=seed, retrieval=retrieval,
@@ -492,7 +492,7 @@ def build_fewmmbench(
     from rich.table import Table
 
     from mmctx.curate.cues import find_surface_cues
-    from mmctx.curate.pipeline import LAYOUT_DIR, CurateOptions, CurationError, curate_samples
+    from mmctx.curate.pipeline import LAYOUT_DIR, CurateOptions, CurationError
     from mmctx.data.sources.build import (
         COMPOSITION_COUNTS,
         composition,
@@ -503,6 +503,7 @@ def build_fewmmbench(
         pool_from_recipe,
         write_build_report,
     )
+    from mmctx.reporting.curation import curate_samples
 
     try:
         plan = load_recipe(recipe)

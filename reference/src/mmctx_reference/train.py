@@ -413,9 +413,10 @@ def retrieval_check(encoders: dict[str, Path], work: Path, seed: int, figure: Pa
     """
     import shutil
 
-    from mmctx.curate.pipeline import CurateOptions, curate_samples, load_retrievals
+    from mmctx.curate.pipeline import CurateOptions, load_retrievals
     from mmctx.data.shapes import generate_pool
     from mmctx.data.shapes.selection import scene_similarity
+    from mmctx.reporting.curation import curate_samples
     from mmctx_reference.clip import HELDOUT_SEED_BASE
 
     root = Path(work) / "pool"
