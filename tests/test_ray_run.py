@@ -56,6 +56,7 @@ def _plan_and_config(bench: Path):
         settings=[s.name for s in settings],
         scorers=scorers,
         preset="fewmmbench",
+        preset_sha256=get_preset("fewmmbench").fingerprint(),
         seed=0,
         limits=LIMITS,
         limit=RUN["limit"],

@@ -84,6 +84,7 @@ def evaluate(
         settings=[s.name for s in with_demo_orders(parse_settings(settings), demo_orders)],  # recorded: changes scores
         scorers=parse_scorers(scorers),
         preset=chosen.name,
+        preset_sha256=chosen.fingerprint(),
         seed=seed,
         limits=limits,
         limit=limit,
