@@ -37,7 +37,7 @@ from rich.progress import (
 from rich.text import Text
 
 import mmctx
-from mmctx.extract import EXTRACTOR_VERSION
+from mmctx.extract import extractor_version
 from mmctx.jsonl import read_jsonl
 from mmctx.models.base import Backend, GenerateRequest, Generation, ModelInfo, OptionScores, ScoreRequest
 from mmctx.models.store import ResponseStore, backend_secrets
@@ -104,7 +104,7 @@ def manifest_for(config: RunConfig, backend: Backend) -> dict:
         "model": asdict(backend.info),
         "capabilities": asdict(backend.capabilities),
         "config": asdict(config),
-        "extractor_version": EXTRACTOR_VERSION,
+        "extractor_version": extractor_version(),  # the chain as it runs, naming any rule a plugin added
         "python": platform.python_version(),
     }
 
