@@ -18,7 +18,6 @@ in disguise: each outcome is counted in the tables.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -27,6 +26,7 @@ from pathlib import Path
 import mmctx
 from mmctx.data.clbench.suite import subset_or_none, table_level
 from mmctx.models.base import Backend, GenerateRequest, Generation, ModelInfo
+from mmctx.models.keys import request_key
 from mmctx.models.store import ResponseStore, backend_secrets
 from mmctx.prompts.context import (
     DEFAULT_SYSTEM,
@@ -102,12 +102,11 @@ class ContextRequest:
 
 
 def _key(model: ModelInfo, prompt: Prompt, max_new_tokens: int) -> str:
-    ident = json.dumps(
-        {"model": model.name, "revision": model.revision, "backend": model.backend, "settings": model.settings},
-        sort_keys=True,
-    )
+    """The store key of one context-run generation: the model's identity as every stored call
+    keys it (`request_key`), with this run's own request body, unhashed, in place of the
+    fingerprint (the form context runs were first stored under, kept so their stores replay)."""
     body = json.dumps({"prompt": prompt_fingerprint(prompt), "max_new_tokens": max_new_tokens}, sort_keys=True)
-    return hashlib.sha256(f"{ident}\n{body}".encode()).hexdigest()
+    return request_key(model, body)
 
 
 def task_format(sample: Sample) -> TaskFormat:
