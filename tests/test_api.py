@@ -21,7 +21,7 @@ def _snapshot(folder: Path) -> dict[str, bytes]:
 
 def test_evaluate_a_benchmark_folder_matches_the_run_module(shapes_bench, tmp_path):
     """The API over a benchmark folder is the run the lower layer makes: same requests, same scores."""
-    from mmctx.run.evaluate import evaluate as run_evaluate
+    from mmctx.tasks.fewshot import evaluate as run_evaluate
 
     result = mmctx.evaluate(shapes_bench, out=tmp_path / "api", grid=["0-shot", "4-random"], scorers=["ppl"], limit=1)
     direct = run_evaluate(shapes_bench, "builtin:shapes-vlm", tmp_path / "direct", settings="0-shot,4-random",

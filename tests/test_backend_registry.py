@@ -20,7 +20,7 @@ from mmctx.models.registry import backend, backend_entry, is_remote, registered
 from mmctx.models.retry import RetryPolicy
 from mmctx.models.vllm import VLLMOptions
 from mmctx.prompts.messages import Message, TextPart
-from mmctx.run.evaluate import evaluate
+from mmctx.tasks.fewshot import evaluate
 
 PLUGINS = Path(__file__).parent / "plugins"
 UNSET = dict(device="auto", dtype="auto", batch_size=32, revision=None, trust_remote_code=False, quantization=None)

@@ -28,6 +28,8 @@ def test_eval_a_benchmark_folder_prints_the_tables_and_records_the_flags(shapes_
     again = invoke("eval", shapes_bench, "--out", run, "--grid", "0-shot,4-similar", "--scorers", "ppl", "--limit", 1,
                    "--batch-size", 4, "--no-progress")  # fmt: skip
     assert again.exit_code == 0 and " 0 new " in again.output
+    wrong_kind = invoke("clbench", "report", run)
+    assert wrong_kind.exit_code == 2 and "not context-learning runs" in wrong_kind.output
 
 
 def test_eval_a_jsonl_with_task_options_uses_its_demos_and_wording(tmp_path):

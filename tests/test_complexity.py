@@ -14,8 +14,8 @@ from mmctx.analysis.complexity import (
     complexity_rows,
     correlations,
     load_tokenizer,
-    write_complexity_report,
 )
+from mmctx.reporting.complexity import write_complexity_report
 
 TEXTS = ["a b", "a b c d", "one two three", "x " * 10, "long " * 40, "w " * 7, "q"]
 SCORES = [1.0, 0.0, 0.5, 1.0, 0.0, 0.25, 1.0]

@@ -16,10 +16,11 @@ from mmctx.data.clbench.toy import write_toy_suite
 from mmctx.models.openai import OpenAIBackend
 from mmctx.models.retry import RetryPolicy
 from mmctx.prompts.messages import ImagePart
-from mmctx.run.context import ContextConfig, plan_context, run_context
+from mmctx.run.context import ContextConfig, plan_context
 from mmctx.run.runner import RunError
 from mmctx.schema import ContextBlock
 from mmctx.scoring.levels import aggregate
+from mmctx.tasks.context import run_context
 from tests.fixtures.chat_server import ChatServer, prompt_text
 from tests.fixtures.clbench import scripted_judge, scripted_model
 
@@ -246,7 +247,7 @@ def test_reasoning_traces_are_stripped_before_scoring_and_kept_in_the_store(toy,
 
 def test_repair_and_truncation_together_score_and_rescore(toy, tmp_path):
     from mmctx.analysis.complexity import load_tokenizer
-    from mmctx.run.context import score_context_run
+    from mmctx.scoring.context import score_context_run
 
     name, count = load_tokenizer("whitespace")
     cfg = _config(

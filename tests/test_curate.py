@@ -8,9 +8,10 @@ import pytest
 from typer.testing import CliRunner
 
 from mmctx.cli import app
-from mmctx.curate.pipeline import CurateOptions, CurationError, curate, load_embeddings, select_step
+from mmctx.curate.pipeline import CurateOptions, CurationError, load_embeddings, select_step
 from mmctx.data.disk import load_benchmark, write_samples
 from mmctx.data.shapes import generate_pool
+from mmctx.reporting.curation import curate
 
 K, DEMOS = 3, 4
 RANDOM_CLIP_DUP = 0.99999

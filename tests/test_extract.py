@@ -9,10 +9,10 @@ import time
 
 import pytest
 
+from mmctx.extract import EXTRACTOR_VERSION, RULES, Extraction, extract_choice
+from mmctx.extract.negation import rejected
+from mmctx.extract.prepare import lines, strip_reasoning
 from mmctx.reasoning import TRACE_TAGS
-from mmctx.scoring.extract import EXTRACTOR_VERSION, RULES, Extraction, extract_choice
-from mmctx.scoring.extract.negation import rejected
-from mmctx.scoring.extract.prepare import lines, strip_reasoning
 
 COLORS = ["red", "blue", "green", "yellow"]
 SHADES = ["red", "dark red", "blue"]

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from mmctx.scoring.extract import (
+from mmctx.extract import (
     EXTRACTOR_VERSION,
     RULES,
     Ctx,
@@ -66,6 +66,29 @@ def test_a_run_can_record_which_rules_decided(final_choice):
     unregister_rule("final_choice")
     assert extractor_version() == EXTRACTOR_VERSION and rule_names() == RULES
     register_rule("final_choice", final_choice, before="no_match")  # the fixture takes it out again
+
+
+def test_a_run_records_the_chain_it_ran_with_and_still_resumes_without_it(shapes_bench, tmp_path, final_choice):
+    """The manifest's ``extractor_version`` names the plugin rule; it is provenance, not part of what
+    makes two runs the same, so the run resumes once the rule is gone (and keeps what it recorded)."""
+    import json
+
+    from mmctx.tasks.fewshot import evaluate
+
+    run = dict(settings="0-shot", scorers="generate", limit=1, tasks=["object_recognition"], show_progress=False)
+    evaluate(shapes_bench, "builtin:tiny-llava", tmp_path / "run", **run)
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["extractor_version"] == f"{EXTRACTOR_VERSION}+rules:{','.join(rule_names())}"
+    assert "final_choice" in manifest["extractor_version"]
+    unregister_rule("final_choice")
+    try:
+        again = evaluate(shapes_bench, "builtin:tiny-llava", tmp_path / "run", **run)
+        assert again.stats.cached == again.stats.planned
+        assert json.loads((tmp_path / "run" / "manifest.json").read_text()) == manifest
+        evaluate(shapes_bench, "builtin:tiny-llava", tmp_path / "plain", **run)
+        assert json.loads((tmp_path / "plain" / "manifest.json").read_text())["extractor_version"] == EXTRACTOR_VERSION
+    finally:
+        register_rule("final_choice", final_choice, before="no_match")  # the fixture takes it out again
 
 
 def test_placement_errors_are_refused_naming_the_rule():

@@ -1,6 +1,6 @@
 """The conformance table's rows: every registered tiny family must pass every column.
 
-A family that fails any column is a failing test, not a footnote (`mmctx.reporting.conformance`).
+A family that fails any column is a failing test, not a footnote (`mmctx.tasks.conformance`).
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from mmctx.models.tiny import FAMILIES
-from mmctx.reporting.conformance import FamilyRow, check_family, conformance_markdown
+from mmctx.tasks.conformance import FamilyRow, check_family, conformance_markdown
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -40,7 +40,7 @@ def test_models_check_writes_the_table_and_refuses_an_unknown_family(tmp_path):
 
 
 def test_models_check_fills_the_table_between_a_documents_markers(tmp_path):
-    from mmctx.reporting.conformance import TABLE_BEGIN, TABLE_END, with_table
+    from mmctx.tasks.conformance import TABLE_BEGIN, TABLE_END, with_table
 
     doc = tmp_path / "families.md"
     doc.write_text(f"# Families\n\nintro\n\n{TABLE_BEGIN}\nold table\n{TABLE_END}\n\nafter\n")
@@ -51,7 +51,7 @@ def test_models_check_fills_the_table_between_a_documents_markers(tmp_path):
 
 def test_a_generation_that_echoes_the_question_or_a_special_token_fails_generate(tiny_models):
     from mmctx.models.hf import HFBackend
-    from mmctx.reporting.conformance import _echoes
+    from mmctx.tasks.conformance import _echoes
 
     backend = HFBackend(str(tiny_models["qwen2_vl"]), device="cpu", dtype="float32")
     question = "What colour is the square?"

@@ -36,10 +36,10 @@ from mmctx.models.openai import (
 from mmctx.models.retry import RetryPolicy, parse_retry_after
 from mmctx.prompts.messages import ImagePart, Message, TextPart
 from mmctx.prompts.presets import get_preset
-from mmctx.run.evaluate import evaluate
 from mmctx.run.plan import GenerationLimits, plan_requests
 from mmctx.run.runner import STORE, RunError
 from mmctx.run.settings import parse_scorers, parse_settings
+from mmctx.tasks.fewshot import evaluate
 from tests.fixtures.chat_server import MODEL, ROOT, ChatServer, Fault, prompt_key, prompt_text
 from tests.fixtures.images import write_image
 

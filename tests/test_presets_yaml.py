@@ -309,7 +309,6 @@ def test_mmctx_validate_names_a_bad_preset_file_and_its_key(shapes_bench, tmp_pa
     assert "bad.yaml" in result.output and "formats.mcqa.item" in result.output and "{query}" in result.output
 
 
-@pytest.mark.xfail(strict=True, reason="needs RunConfig.preset_sha256 = Preset.fingerprint() in the run's config")
 def test_resuming_a_run_refuses_a_preset_file_changed_since(shapes_bench, tmp_path):
     from typer.testing import CliRunner
 
@@ -328,6 +327,32 @@ def test_resuming_a_run_refuses_a_preset_file_changed_since(shapes_bench, tmp_pa
     resumed = cli.invoke(app, args)
     assert resumed.exit_code != 0
     assert "preset" in resumed.output
+
+
+def test_a_run_made_before_presets_were_fingerprinted_still_resumes(shapes_bench, tmp_path):
+    """A manifest without ``preset_sha256`` (a run made before it was recorded) resumes, unchanged;
+    the same manifest with another recorded fingerprint is refused."""
+    from typer.testing import CliRunner
+
+    from mmctx.cli import app
+
+    preset = _write(tmp_path / "terse.yaml", TERSE)
+    args = ["run", str(shapes_bench), "--model", "builtin:tiny-llava", "--out", str(tmp_path / "run"),
+            "--preset", str(preset), "--settings", "0-shot", "--scorers", "generate", "--limit", "1",
+            "--tasks", "object_recognition", "--max-new-tokens", "2", "--no-progress"]  # fmt: skip
+    cli = CliRunner()
+    assert cli.invoke(app, args).exit_code == 0
+    path = tmp_path / "run" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    del manifest["config"]["preset_sha256"]
+    path.write_text(json.dumps(manifest, indent=2) + "\n")
+    resumed = cli.invoke(app, args)
+    assert resumed.exit_code == 0, resumed.output
+    assert "preset_sha256" not in json.loads(path.read_text())["config"]
+    manifest["config"]["preset_sha256"] = "0" * 64
+    path.write_text(json.dumps(manifest, indent=2) + "\n")
+    refused = cli.invoke(app, args)
+    assert refused.exit_code != 0 and "preset_sha256" in refused.output
 
 
 def test_labels_may_be_numbers_but_not_yaml_booleans(tmp_path):

@@ -14,11 +14,12 @@ from mmctx.data.disk import load_benchmark
 from mmctx.prompts.messages import ImagePart, Message, file_sha256
 from mmctx.prompts.presets import get_preset
 from mmctx.run.distributed import ImagesUnavailable, _placement, execute_distributed, localize
-from mmctx.run.evaluate import evaluate, rescore
 from mmctx.run.files import MANIFEST, REQUESTS, RESULTS, STORE
 from mmctx.run.plan import GenerationLimits, plan_requests
 from mmctx.run.runner import RunConfig, RunError, _comparable
 from mmctx.run.settings import parse_scorers, parse_settings
+from mmctx.scoring.results import rescore
+from mmctx.tasks.fewshot import evaluate
 
 MODEL = "builtin:tiny-idefics3"
 LIMITS = GenerationLimits(max_new_tokens=6, cot_max_new_tokens=12)
@@ -55,6 +56,7 @@ def _plan_and_config(bench: Path):
         settings=[s.name for s in settings],
         scorers=scorers,
         preset="fewmmbench",
+        preset_sha256=get_preset("fewmmbench").fingerprint(),
         seed=0,
         limits=LIMITS,
         limit=RUN["limit"],

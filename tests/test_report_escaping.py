@@ -59,8 +59,8 @@ def _site_data(out: Path) -> dict:
 @pytest.fixture(scope="module")
 def base_run(shapes_bench, tmp_path_factory) -> Path:
     """A real run of the tiny model: two tasks, zero-shot and 4-similar, generation."""
-    from mmctx.run.evaluate import evaluate
     from mmctx.run.plan import GenerationLimits
+    from mmctx.tasks.fewshot import evaluate
 
     run = tmp_path_factory.mktemp("escaping") / "run"
     evaluate(shapes_bench, "builtin:tiny-idefics3", run, settings="0-shot,4-similar", scorers="generate", limit=1,

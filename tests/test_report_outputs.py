@@ -137,8 +137,8 @@ def test_write_report_results_without_figures(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def tiny_runs(shapes_bench, tmp_path_factory) -> list[tuple[str, Path]]:
-    from mmctx.run.evaluate import evaluate
     from mmctx.run.plan import GenerationLimits
+    from mmctx.tasks.fewshot import evaluate
 
     root = tmp_path_factory.mktemp("report-runs")
     runs = []

@@ -17,10 +17,11 @@ from mmctx.data.disk import load_benchmark, save_benchmark
 from mmctx.jsonl import read_jsonl
 from mmctx.models import load_backend
 from mmctx.models.base import Capabilities
-from mmctx.run.evaluate import evaluate, rescore
 from mmctx.run.plan import GenerationLimits
 from mmctx.run.runner import STORE, RunError
 from mmctx.schema import BenchmarkError
+from mmctx.scoring.results import rescore
+from mmctx.tasks.fewshot import evaluate
 
 SMALL = dict(settings="0-shot,4-random,4-similar-cot", scorers="generate,ppl", limit=1, show_progress=False)
 LIMITS = GenerationLimits(max_new_tokens=6, cot_max_new_tokens=12)

@@ -280,9 +280,9 @@ def test_difficulty_labels_follow_the_paper() -> None:
 def test_demo_orders_permute_the_same_demos_and_report_sensitivity(tmp_path):
     """`--demo-orders 3`: each few-shot setting in stored order plus two seeded permutations."""
     from mmctx.data.shapes import build_benchmark
-    from mmctx.run.evaluate import evaluate
     from mmctx.run.plan import GenerationLimits
     from mmctx.scoring.stats import order_sensitivity
+    from mmctx.tasks.fewshot import evaluate
 
     bench = build_benchmark(tmp_path / "bench", queries_per_task=1)
     out = evaluate(tmp_path / "bench", "builtin:tiny-llava", tmp_path / "run", settings="0-shot,4-similar",

@@ -116,7 +116,7 @@ def _build(tmp: Path) -> dict:
     from PIL import Image
 
     from mmctx.data.shapes import build_benchmark
-    from mmctx.run.evaluate import evaluate
+    from mmctx.tasks.fewshot import evaluate
 
     bench = tmp / "bench"
     build_benchmark(bench, queries_per_task=1)

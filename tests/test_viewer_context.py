@@ -48,8 +48,8 @@ def _build(root: Path) -> dict:
     from mmctx.data.clbench.toy import write_toy_suite
     from mmctx.models.openai import OpenAIBackend
     from mmctx.models.retry import RetryPolicy
-    from mmctx.run.context import ContextConfig, run_context
     from mmctx.schema import ContextBlock
+    from mmctx.tasks.context import ContextConfig, run_context
     from tests.fixtures.chat_server import ChatServer
     from tests.fixtures.clbench import marker, scripted_judge, scripted_model
 

@@ -789,7 +789,7 @@ def test_a_vision_lora_the_hf_backend_applies_is_refused(tiny_models, tmp_path):
 
 def test_a_run_sizes_the_engine_from_its_plan(tiny_models, shapes_bench, tmp_path):
     """Through `mmctx run`'s own path: limit_mm_per_prompt is the plan's most images a prompt."""
-    from mmctx.run.evaluate import evaluate
+    from mmctx.tasks.fewshot import evaluate
 
     engines = []
 

@@ -28,7 +28,7 @@ from mmctx.run.manifest import RunManifest, read_manifest
 from mmctx.run.plan import GenerationLimits
 from mmctx.tasks import Task, TaskKind, get_task, task_names
 
-# Options of the HF backend that `mmctx.run.evaluate.evaluate` takes by name; any other backend
+# Options of the HF backend that `mmctx.tasks.fewshot.evaluate` takes by name; any other backend
 # option (base_url, max_concurrency, score_mode, …) goes to the backend as it is.
 _NAMED_OPTIONS = ("device", "dtype", "batch_size", "revision", "trust_remote_code", "adapter", "quantization")
 
@@ -245,7 +245,7 @@ def _evaluate_fewshot(
     chosen: Task, source: Path, model, run_dir: Path, grid, scorers, tasks, limit, seed, limits, demo_orders,
     options, retry_errors, shard, ray, progress,
 ) -> EvalResult:  # fmt: skip
-    from mmctx.run.evaluate import evaluate as run_evaluate
+    from mmctx.tasks.fewshot import evaluate as run_evaluate
 
     opts = dict(options or {})
     named = {k: opts.pop(k) for k in _NAMED_OPTIONS if k in opts}
@@ -293,7 +293,7 @@ def _evaluate_context(
     from mmctx.data.clbench.loader import load_clbench
     from mmctx.models import load_backend, sized_by_plan
     from mmctx.prompts.context import DEFAULT_SYSTEM
-    from mmctx.run.context import ContextConfig, run_context
+    from mmctx.tasks.context import ContextConfig, run_context
 
     bench = load_clbench(source)
     count, tok_name = None, None
@@ -358,7 +358,7 @@ def score(
     name = manifest.source_name
     if manifest.kind == "context":
         from mmctx.data.clbench.loader import load_clbench
-        from mmctx.run.context import check_judges_for_run, probe_all, score_context_run
+        from mmctx.scoring.context import check_judges_for_run, probe_all, score_context_run
 
         bench = load_clbench(Path(suite) if suite is not None else manifest.source)
         judge_b, extractor_b = role_backend(judge), role_backend(extractor)
@@ -366,7 +366,7 @@ def score(
         probe_all(judge_b, extractor_b)
         score_context_run(run_dir, bench, judge=judge_b, extractor=extractor_b)
         return _context_result(name, run_dir)
-    from mmctx.run.evaluate import rescore
+    from mmctx.scoring.results import rescore
 
     results, cells = rescore(run_dir)
     return EvalResult(name, "fewshot", run_dir, manifest.model_name, results, cells, None, manifest)

@@ -50,8 +50,8 @@ def score_settings(
 ) -> list[dict]:
     """Per (task, setting, scorer) accuracy with its 95% CI, as `mmctx run` computes it, on the CPU
     (zero-shot unless ``settings`` names others), with `mmctx demo`'s generation limits."""
-    from mmctx.run.evaluate import evaluate
     from mmctx.run.plan import DEMO_LIMITS
+    from mmctx.tasks.fewshot import evaluate
 
     outcome = evaluate(
         bench_dir, model, run_dir, settings=settings, scorers=scorers, device="cpu", dtype="float32",
@@ -413,9 +413,10 @@ def retrieval_check(encoders: dict[str, Path], work: Path, seed: int, figure: Pa
     """
     import shutil
 
-    from mmctx.curate.pipeline import CurateOptions, curate_samples, load_retrievals
+    from mmctx.curate.pipeline import CurateOptions, load_retrievals
     from mmctx.data.shapes import generate_pool
     from mmctx.data.shapes.selection import scene_similarity
+    from mmctx.reporting.curation import curate_samples
     from mmctx_reference.clip import HELDOUT_SEED_BASE
 
     root = Path(work) / "pool"

@@ -2,7 +2,7 @@
 
 Glue between stored runs (``results.jsonl``, ``requests.jsonl``) and the pure analyses in
 `agreement`, `complexity` and `failures`; each function returns Markdown for the terminal and
-writes its files where asked.
+writes its files where asked, except the complexity report, written by `mmctx.reporting.complexity`.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def judge_comparison(run_dir: Path, bench, judges: list[Backend], out: Path, ext
     its calls are cached in the run's ``judges.sqlite`` like any judge's.
     """
     from mmctx.analysis.agreement import judge_agreement, macro_by_dataset
-    from mmctx.run.context import probe_all, score_context_run
+    from mmctx.scoring.context import probe_all, score_context_run
 
     if len(judges) < 1:
         raise ValueError("give at least one --judge")
@@ -97,9 +97,10 @@ def judge_comparison(run_dir: Path, bench, judges: list[Backend], out: Path, ext
     return text
 
 
-def complexity_report(run_dirs: list[Path], tokenizer: str, exclude: list[str], out: Path | None) -> str:
-    """Pearson and Spearman of token length and image count against score, per run."""
-    from mmctx.analysis.complexity import complexity_rows, correlations, load_tokenizer, write_complexity_report
+def complexity_runs(run_dirs: list[Path], tokenizer: str) -> tuple[str, dict[str, list]]:
+    """``(tokenizer name, {model: ComplexityRow list})`` for scored run folders; a model met twice
+    is named with its folder. `mmctx.reporting.complexity` formats and writes them."""
+    from mmctx.analysis.complexity import complexity_rows, load_tokenizer
 
     name, count = load_tokenizer(tokenizer)
     runs = {}
@@ -111,22 +112,7 @@ def complexity_report(run_dirs: list[Path], tokenizer: str, exclude: list[str], 
         runs[model if model not in runs else f"{model} ({Path(run_dir).name})"] = complexity_rows(
             results, read_jsonl(Path(run_dir) / "requests.jsonl"), count, name
         )
-    lines = [
-        f"Tokenizer: {name}",
-        "",
-        "| Model | Excluded | n | tokens r | tokens ρ | images r | images ρ |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for model, rows in runs.items():
-        for view in [()] + ([exclude] if exclude else []):
-            c = correlations(rows, view)
-            lines.append(
-                f"| {model} | {', '.join(view) or '–'} | {c['n']} | {_fmt(c['tokens_pearson'])} | "
-                f"{_fmt(c['tokens_spearman'])} | {_fmt(c['images_pearson'])} | {_fmt(c['images_spearman'])} |"
-            )
-    if out:
-        write_complexity_report(runs, out, exclude)
-    return "\n".join(lines)
+    return name, runs
 
 
 def failure_report(run_dir: Path, tags: Path | None, template: Path | None, judge: Backend | None) -> str:
@@ -160,7 +146,8 @@ def _proposed_tags(run_dir: Path, rows: list[dict], judge: Backend, tagger) -> d
     from mmctx.analysis.failures import failed_rows
     from mmctx.data.clbench.loader import load_clbench
     from mmctx.models.store import ResponseStore, backend_secrets
-    from mmctx.run.context import JUDGE_STORE, probe_all
+    from mmctx.run.files import JUDGE_STORE
+    from mmctx.scoring.context import probe_all
     from mmctx.scoring.judging import JudgeRunner
 
     probe_all(judge, None)

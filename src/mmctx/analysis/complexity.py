@@ -11,32 +11,29 @@ Token counts depend on the tokenizer, so its name travels with every row and res
 paper counts with the Qwen3-VL-4B tokenizer (appendix A); `load_tokenizer` loads that or any
 other tokenizer from a hub name or a local folder (a local folder works offline). Offline
 without one, ``"whitespace"`` counts whitespace-separated words: a rough proxy, labelled as such.
+
+This module computes; `mmctx.reporting.complexity` writes the CSV, JSON and scatter figures.
 """
 
 from __future__ import annotations
 
-import csv
-import json
 import math
 import sys
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
-
-from mmctx.reporting.paper_figures import complexity_scatter
 
 __all__ = [
     "PAPER_TOKENIZER",
     "WHITESPACE",
     "ComplexityRow",
+    "complexity_results",
     "complexity_rows",
     "correlations",
+    "kept_rows",
     "load_tokenizer",
     "rows_as_dicts",
-    "write_complexity_figures",
-    "write_complexity_report",
 ]
 
 WHITESPACE = "whitespace"
@@ -149,8 +146,7 @@ def correlations(rows: Sequence[ComplexityRow], exclude_subsets: Iterable[str] =
     case-, space- and underscore-insensitively.
     """
     excluded = list(exclude_subsets)
-    drop = {_norm(s) for s in excluded}
-    kept = [r for r in rows if _norm(r.subset) not in drop]
+    kept = kept_rows(rows, excluded)
     names = sorted({r.tokenizer for r in kept if r.tokenizer})
     out: dict[str, Any] = {"n": len(kept), "excluded": excluded, "tokenizer": ", ".join(names)}
     score = [r.score for r in kept]
@@ -161,52 +157,19 @@ def correlations(rows: Sequence[ComplexityRow], exclude_subsets: Iterable[str] =
     return out
 
 
-def _slug(text: str) -> str:
-    return "".join(c if c.isalnum() or c in "-." else "_" for c in text).strip("_") or "run"
-
-
-def write_complexity_figures(
-    rows: Sequence[ComplexityRow], out_dir: str | Path, name: str = "", exclude_subsets: Iterable[str] = ()
-) -> list[Path]:
-    """Two scatters (score vs tokens, score vs images) via `complexity_scatter`; PNG and PDF each."""
+def kept_rows(rows: Sequence[ComplexityRow], exclude_subsets: Iterable[str] = ()) -> list[ComplexityRow]:
+    """``rows`` without the subsets named (matched case-, space- and underscore-insensitively)."""
     drop = {_norm(s) for s in exclude_subsets}
-    kept = [r for r in rows if _norm(r.subset) not in drop]
-    stem = f"complexity_{_slug(name)}" if name else "complexity"
-    suffix = "_excl" if drop else ""
-    tokenizer = ", ".join(sorted({r.tokenizer for r in kept if r.tokenizer})) or "unnamed tokenizer"
-    title = f"{name}: context complexity" if name else "Context complexity"
-    out = Path(out_dir)
-    paths = complexity_scatter(
-        [(r.tokens, r.score) for r in kept], out / f"{stem}_tokens{suffix}", f"context tokens ({tokenizer})", title
-    )
-    paths += complexity_scatter([(r.images, r.score) for r in kept], out / f"{stem}_images{suffix}", "images", title)
-    return paths
+    return [r for r in rows if _norm(r.subset) not in drop]
 
 
-def write_complexity_report(
-    runs: Mapping[str, Sequence[ComplexityRow]], out_dir: str | Path, exclude_subsets: Sequence[str] = ()
-) -> list[Path]:
-    """Per model: correlations over all samples and (if asked) without ``exclude_subsets``, to
-    ``complexity.csv`` and ``complexity.json``, plus the scatter figures of each view."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    results: list[dict[str, Any]] = []
-    paths: list[Path] = []
+def complexity_results(
+    runs: Mapping[str, Sequence[ComplexityRow]], exclude_subsets: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """Per model, ``{"model": name, **correlations}`` over all samples and then (if asked)
+    without ``exclude_subsets``: the rows of ``complexity.csv`` / ``complexity.json``."""
     views: list[Sequence[str]] = [()] + ([list(exclude_subsets)] if exclude_subsets else [])
-    for model, rows in runs.items():
-        for view in views:
-            results.append({"model": model, **correlations(rows, view)})
-            paths += write_complexity_figures(rows, out, model, view)
-    with open(out / "complexity.json", "w", encoding="utf-8") as f:
-        json.dump(results, f, indent=2, ensure_ascii=False)
-    with open(out / "complexity.csv", "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=list(results[0]) if results else ["model"])
-        writer.writeheader()
-        for r in results:
-            writer.writerow(
-                {k: ("; ".join(v) if isinstance(v, list) else "" if v is None else v) for k, v in r.items()}
-            )
-    return [out / "complexity.csv", out / "complexity.json"] + paths
+    return [{"model": model, **correlations(rows, view)} for model, rows in runs.items() for view in views]
 
 
 def rows_as_dicts(rows: Sequence[ComplexityRow]) -> list[dict[str, Any]]:

@@ -127,6 +127,7 @@ def build_fewmmbench(
     from mmctx.curate.embed import EncoderError
     from mmctx.curate.pipeline import LAYOUT_DIR, CurateOptions, CurationError
     from mmctx.data.sources.build import COMPOSITION_COUNTS
+    from mmctx.reporting.curation import figures_step
 
     try:
         gathered = gather_pool(sources_dir, k, demos, recipe)
@@ -158,7 +159,7 @@ def build_fewmmbench(
         duplicate_cosine=duplicate_cosine,
     )  # fmt: skip
     try:
-        built = curate_pool(gathered, out, opts)
+        built = curate_pool(gathered, out, opts, figures=figures_step)
     except (CurationError, EncoderError, ValueError) as exc:
         fail(str(exc))
     if built.left_out:

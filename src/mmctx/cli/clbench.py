@@ -61,7 +61,7 @@ def toy(out: Path = typer.Option(..., help="Folder to write the toy suite to."))
 def validate(path: Path = typer.Argument(..., help="Suite folder or .jsonl file.")) -> None:
     """Check a suite and print every problem (exit 1 if any); a run scores such items invalid_sample."""
     from mmctx.data.clbench.loader import load_clbench
-    from mmctx.run.context import _evaluator_problems
+    from mmctx.scoring.context import evaluator_problems as _evaluator_problems
 
     try:
         bench = load_clbench(path)
@@ -156,7 +156,14 @@ def report(
 ) -> None:
     """Print CLBench-V's Table 2 (levels) and Table 3 (datasets) for one or more runs."""
     from mmctx import api
+    from mmctx.run.manifest import read_manifest
 
+    try:
+        few_shot = [str(r) for r in run_dirs if read_manifest(r).kind != "context"]
+    except _ERRORS as exc:
+        fail(str(exc))
+    if few_shot:
+        fail(f"not context-learning runs: {', '.join(few_shot)} (report few-shot runs with mmctx report)")
     try:
         print(api.report(run_dirs, out))
     except _ERRORS as exc:
@@ -197,7 +204,7 @@ def complexity(
     out: Path | None = typer.Option(None, help="Write correlations JSON and scatter plots here."),
 ) -> None:
     """Token length and image count vs score: Pearson and Spearman, per run."""
-    from mmctx.analysis.clbench import complexity_report
+    from mmctx.reporting.complexity import complexity_report
 
     try:
         print(complexity_report(run_dirs, tokenizer, exclude or [], out))

@@ -45,7 +45,7 @@ def curate(
     """Embed → select queries (Graph Cut) → retrieve demos → rationales → benchmark + figures."""
     from mmctx.curate.embed import EncoderError
     from mmctx.curate.pipeline import CurateOptions, CurationError
-    from mmctx.curate.pipeline import curate as run_curate
+    from mmctx.reporting.curation import curate as run_curate
 
     opts = CurateOptions(
         encoder=encoder, k=k, lam=_lam(lam), convention=convention, demos=demos, seed=seed, retrieval=retrieval,

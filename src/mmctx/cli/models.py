@@ -42,7 +42,7 @@ def models_cmd(
 
 def _check_families(families: list[str] | None, out: Path | None) -> None:
     """Print (and write) the conformance table of the tiny families; exit 1 if any fails."""
-    from mmctx.reporting.conformance import UnknownFamily, check_families, conformance_markdown, with_table
+    from mmctx.tasks.conformance import UnknownFamily, check_families, conformance_markdown, with_table
 
     try:
         rows, remote = check_families(families, on_start=lambda name: console.print(f"checking {name} …"))

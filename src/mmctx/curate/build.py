@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mmctx.curate.cues import SurfaceCue, find_surface_cues
-from mmctx.curate.pipeline import CurateOptions, CurateOutcome, CurationError, curate_samples
+from mmctx.curate.pipeline import CurateOptions, CurateOutcome, CurationError, FiguresStep, curate_samples
 from mmctx.data.sources.build import (
     SourceReport,
     composition,
@@ -70,10 +70,13 @@ def gather_pool(sources_dir: Path, k: int, demos: int, recipe: Path | None = Non
     return GatheredPool(sources_dir, reports, recipe_pool, pool, duplicates, small, k + demos, find_surface_cues(pool))
 
 
-def curate_pool(gathered: GatheredPool, out: Path, opts: CurateOptions) -> BuildOutcome:
+def curate_pool(
+    gathered: GatheredPool, out: Path, opts: CurateOptions, figures: FiguresStep | None = None
+) -> BuildOutcome:
     """Curate the gathered pool into the benchmark at ``out`` and write ``OUT/curation/build.json``.
 
-    An empty pool still gets its build report, then `NothingToCurate` naming it.
+    An empty pool still gets its build report, then `NothingToCurate` naming it. ``figures`` draws
+    the curation figures (`mmctx.reporting.curation.figures_step`), as in `curate_samples`.
     """
     report = {"duplicates": gathered.duplicates, "pool": gathered.recipe_pool, "small_groups": gathered.small_groups,
               "needed": gathered.needed, "cues": gathered.cues}  # fmt: skip
@@ -82,7 +85,7 @@ def curate_pool(gathered: GatheredPool, out: Path, opts: CurateOptions) -> Build
         raise NothingToCurate(
             f"no samples left to curate: the recipe's sources are missing or too small (details: {path})"
         )
-    curated = curate_samples(gathered.pool, gathered.sources_dir, out, opts)
+    curated = curate_samples(gathered.pool, gathered.sources_dir, out, opts, figures=figures)
     left_out = curated.layout_left_out
     rows = composition(curated.benchmark.queries, curated.benchmark.demos, gathered.pool)
     left_out_report = {"count": len(left_out), "by_reason": dict(Counter(left_out.values())), "samples": left_out}

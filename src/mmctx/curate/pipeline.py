@@ -10,6 +10,8 @@ caption/foil queries per task separately — and each step writes its output und
     WORK/rationales.jsonl          per demo: rationale outcome (status, attempts, injected)
     WORK/responses.sqlite          every model reply the rationales step received (resumable)
     WORK/summary.json              the per-group table printed at the end
+    WORK/figures/                  demo-similarity boxplot and projection scatters, drawn by the
+                                   reporting layer (`mmctx.reporting.curation`)
 
 The benchmark (queries with ``similar`` and ``random`` keys, the demo table, images) is
 written by `build_benchmark` from the pool and the retrieval files.
@@ -20,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -378,31 +381,11 @@ def rationales_step(
     return counts
 
 
-# ---- figures --------------------------------------------------------------------------------
-
-
-def figures_step(
-    embeddings: dict[str, Embeddings], selections: dict, retrievals: dict, out: Path, projection: str = "pca"
-) -> list[Path]:
-    from mmctx.analysis.projection import project
-    from mmctx.reporting.figures import demo_similarity_boxplot, projection_scatter
-
-    sims = {
-        name: {
-            "similar": [c for k in r["queries"].values() for c in k["similar_cosines"]],
-            "random": [c for k in r["queries"].values() for c in k["random_cosines"]],
-        }
-        for name, r in retrievals.items()
-    }
-    paths = demo_similarity_boxplot(sims, out / "demo_similarity")
-    for name, emb in embeddings.items():
-        coords = project(emb.joint, projection)
-        title = f"{name.replace('__', ' / ')}: {projection.upper()} of the pool, selected queries highlighted"
-        paths += projection_scatter(coords, np.array(selections[name]["indices"]), title, out / f"projection_{name}")
-    return paths
-
-
 # ---- all steps ------------------------------------------------------------------------------
+
+# Draws the curation figures from (embeddings, selections, retrievals, folder, projection) and
+# returns the files written; the reporting layer brings it (`mmctx.reporting.curation`).
+FiguresStep = Callable[[dict[str, Embeddings], dict, dict, Path, str], list[Path]]
 
 
 @dataclass(frozen=True)
@@ -432,17 +415,30 @@ class CurateOutcome:
     layout_left_out: dict[str, str] = field(default_factory=dict)  # id -> why the FewMMBench layout lacks it
 
 
-def curate(pool: Path, out: Path, opts: CurateOptions, progress: bool = True) -> CurateOutcome:
+def curate(
+    pool: Path, out: Path, opts: CurateOptions, progress: bool = True, figures: FiguresStep | None = None
+) -> CurateOutcome:
     """Curate a pool folder (or a benchmark folder's samples) into a benchmark at ``out``."""
     from mmctx.data.disk import load_pool
 
     samples, root = load_pool(pool)
-    return curate_samples(samples, root, out, opts, progress)
+    return curate_samples(samples, root, out, opts, progress, figures)
 
 
 def curate_samples(
-    samples: list[Sample], root: Path, out: Path, opts: CurateOptions, progress: bool = True
+    samples: list[Sample],
+    root: Path,
+    out: Path,
+    opts: CurateOptions,
+    progress: bool = True,
+    figures: FiguresStep | None = None,
 ) -> CurateOutcome:
+    """Embed, select, retrieve, write rationales, and save the benchmark (and its FewMMBench layout).
+
+    Figures are drawing, not curation: ``figures`` draws them into ``OUT/curation/figures`` when
+    ``opts.figures`` is set (`mmctx.reporting.curation.figures_step`, which
+    `mmctx.reporting.curation.curate` passes); without it none are drawn.
+    """
     from mmctx.data.disk import save_benchmark
     from mmctx.data.sources.build import drop_content_duplicates
 
@@ -469,10 +465,12 @@ def curate_samples(
 
         left_out = layout_left_out(bench)
         save_fewmmbench_layout(bench, Path(out) / LAYOUT_DIR, skip_unsupported=True)
-    figures = (
-        figures_step(embeddings, selections, retrievals, work / "figures", opts.projection) if opts.figures else []
+    drawn = (
+        figures(embeddings, selections, retrievals, work / "figures", opts.projection)
+        if opts.figures and figures is not None
+        else []
     )
     groups = summarize(selections, retrievals)
     extra = {"options": asdict(opts), "rationales": rationales, "duplicates": duplicates, "layout_left_out": left_out}
     write_summary(work, groups, extra)
-    return CurateOutcome(bench, groups, rationales, figures, duplicates, left_out)
+    return CurateOutcome(bench, groups, rationales, drawn, duplicates, left_out)

@@ -26,6 +26,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from mmctx.extract import extract_choice
 from mmctx.models.base import Backend, GenerateRequest
 from mmctx.models.keys import generate_key
 from mmctx.models.store import ResponseStore
@@ -35,7 +36,6 @@ from mmctx.prompts.presets import Preset
 from mmctx.prompts.rationale import rationale_prompt
 from mmctx.reasoning import strip_traces
 from mmctx.schema import Rationale, Sample
-from mmctx.scoring.extract import extract_choice
 
 _ANSWER_LINE = re.compile(r"\n?[^\n]*\banswer\s*[:：][^\n]*\s*$", re.IGNORECASE)
 

@@ -24,7 +24,7 @@ one with no edit to mmctx: it declares a Python entry point in group ``mmctx.bac
 ``from_spec`` (to parse its spec itself), else ``target(spec, options)``. Only the backend's own
 options reach it.
 
-**Options from flat values** (`options_for`: CLI flags, `mmctx.run.evaluate.evaluate`'s keyword
+**Options from flat values** (`options_for`: CLI flags, `mmctx.tasks.fewshot.evaluate`'s keyword
 arguments). A value the chosen backend's dataclass has a field for is taken; ``None`` means not
 set (the field's default applies). A value it has no field for is refused with
 `BackendOptionError`, naming the option and the backend — unless it was not set:

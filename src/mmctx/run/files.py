@@ -6,3 +6,4 @@ STORE = "responses.sqlite"
 RESULTS = "results.jsonl"
 SUMMARY = "summary.json"
 LOCK = "run.lock"  # held by the one process working in the folder (see `mmctx.run.runner.run_lock`)
+JUDGE_STORE = "judges.sqlite"  # a context run's judge and extractor calls, keyed by their own model

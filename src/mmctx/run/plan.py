@@ -9,13 +9,13 @@ rationales for CoT settings — so a bad record stops the run before any model i
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 from dataclasses import dataclass, replace
 
 from mmctx.models.base import ModelInfo
+from mmctx.models.keys import request_fingerprint, request_key
 from mmctx.prompts.build import BuiltPrompt, PromptError, build_prompt, derived_seed
-from mmctx.prompts.messages import prompt_fingerprint, to_jsonable
+from mmctx.prompts.messages import to_jsonable
 from mmctx.prompts.presets import Preset
 from mmctx.run.settings import Setting
 from mmctx.schema import Benchmark, BenchmarkError, Problem
@@ -52,21 +52,13 @@ class PlannedRequest:
 
     @property
     def fingerprint(self) -> str:
-        """Everything about the request that can change its response, except the model."""
-        body = {
-            "kind": self.scorer,
-            "prompt": prompt_fingerprint(self.prompt.messages),
-            "options": list(self.prompt.options.texts) if self.scorer == "ppl" else None,
-            "max_new_tokens": self.max_new_tokens,
-        }
-        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        """Everything about the request that can change its response, except the model
+        (`mmctx.models.keys.request_fingerprint`, as every stored model call is keyed)."""
+        options = list(self.prompt.options.texts) if self.scorer == "ppl" else None
+        return request_fingerprint(self.scorer, self.prompt.messages, self.max_new_tokens, options)
 
     def key(self, model: ModelInfo) -> str:
-        ident = json.dumps(
-            {"model": model.name, "revision": model.revision, "backend": model.backend, "settings": model.settings},
-            sort_keys=True,
-        )
-        return hashlib.sha256(f"{ident}\n{self.fingerprint}".encode()).hexdigest()
+        return request_key(model, self.fingerprint)
 
     def record(self, model: ModelInfo) -> dict:
         """The JSON line written to ``requests.jsonl``: enough to score without the benchmark."""

@@ -37,12 +37,12 @@ from rich.progress import (
 from rich.text import Text
 
 import mmctx
+from mmctx.extract import extractor_version
 from mmctx.jsonl import read_jsonl
 from mmctx.models.base import Backend, GenerateRequest, Generation, ModelInfo, OptionScores, ScoreRequest
 from mmctx.models.store import ResponseStore, backend_secrets
 from mmctx.run.files import LOCK, MANIFEST, REQUESTS, STORE
 from mmctx.run.plan import GenerationLimits, PlannedRequest
-from mmctx.scoring.extract import EXTRACTOR_VERSION
 
 
 class RunError(RuntimeError):
@@ -65,6 +65,9 @@ class RunConfig:
     tasks: list[str] | None = None
     batch_size: int = 8
     shard: str | None = None  # "i/n": this run holds one shard of the plan
+    # `Preset.fingerprint()` of the preset the prompts were built with: a preset *file* edited
+    # since the run began keeps its name but renders other prompts, so resuming is refused.
+    preset_sha256: str = ""
 
 
 @dataclass
@@ -101,9 +104,15 @@ def manifest_for(config: RunConfig, backend: Backend) -> dict:
         "model": asdict(backend.info),
         "capabilities": asdict(backend.capabilities),
         "config": asdict(config),
-        "extractor_version": EXTRACTOR_VERSION,
+        "extractor_version": extractor_version(),  # the chain as it runs, naming any rule a plugin added
         "python": platform.python_version(),
     }
+
+
+# Config fields added after runs were made, with the value that stands for "not recorded": a run
+# made before one was added has none (read as that value), and such a run still resumes and
+# merges, compared on everything else; a run that recorded the field must match it.
+_ADDED_CONFIG_FIELDS = {"preset_sha256": ""}
 
 
 def _comparable(manifest: dict) -> dict:
@@ -111,6 +120,16 @@ def _comparable(manifest: dict) -> dict:
     # Where the benchmark lives and how big the batches are may change; what it holds may not.
     config = {k: v for k, v in manifest["config"].items() if k not in ("batch_size", "benchmark")}
     return {"model": manifest["model"], "config": config}
+
+
+def _comparables(manifests: list[dict]) -> list[dict]:
+    """`_comparable` of each manifest, each added field dropped from all where one did not record it."""
+    out = [_comparable(m) for m in manifests]
+    for key, unrecorded in _ADDED_CONFIG_FIELDS.items():
+        if any(c["config"].get(key, unrecorded) == unrecorded for c in out):
+            for c in out:
+                c["config"].pop(key, None)
+    return out
 
 
 _held: dict[Path, int] = {}  # run folders this process holds, and how many nested holds each
@@ -191,11 +210,12 @@ def open_run_manifest(run_dir: Path, manifest: dict, refresh: tuple[str, ...] = 
     path = run_dir / MANIFEST
     if path.exists():
         old = json.loads(path.read_text())
-        if _comparable(old) != _comparable(manifest):
+        stored, requested = _comparables([old, manifest])
+        if stored != requested:
             raise RunError(
-                f"{run_dir} holds a different run (model or settings differ); use another --out folder.\n"
-                f"  stored:    {json.dumps(_comparable(old), sort_keys=True)}\n"
-                f"  requested: {json.dumps(_comparable(manifest), sort_keys=True)}"
+                f"{run_dir} holds a different run (model, settings or preset differ); use another --out folder.\n"
+                f"  stored:    {json.dumps(stored, sort_keys=True)}\n"
+                f"  requested: {json.dumps(requested, sort_keys=True)}"
             )
         if any(old.get(k) != manifest.get(k) for k in refresh):
             _write_atomic(path, json.dumps({**old, **{k: manifest.get(k) for k in refresh}}, indent=2) + "\n")
@@ -361,7 +381,7 @@ def merge_runs(shards: list[Path], out: Path) -> int:
     the merge gives exactly what a single process would have.
     """
     manifests = [json.loads((Path(s) / MANIFEST).read_text()) for s in shards]
-    unsharded = [_comparable(_without_shard(m)) for m in manifests]
+    unsharded = _comparables([_without_shard(m) for m in manifests])
     for path, m in zip(shards[1:], unsharded[1:]):
         if m != unsharded[0]:
             raise RunError(f"{path} is a different run from {shards[0]} (model or settings differ); not merging")

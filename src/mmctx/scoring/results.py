@@ -23,11 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
+from mmctx.extract import extract_choice
 from mmctx.jsonl import read_jsonl
 from mmctx.models.store import ResponseStore
 from mmctx.run.files import REQUESTS, RESULTS, STORE, SUMMARY
 from mmctx.scoring import metrics
-from mmctx.scoring.extract import extract_choice
 
 
 @dataclass(frozen=True)
@@ -224,3 +224,11 @@ def write_scores(run_dir: Path, results: list[SampleResult], cells: list[CellMet
         for r in results:
             f.write(json.dumps(asdict(r), ensure_ascii=False) + "\n")
     (run_dir / SUMMARY).write_text(json.dumps([asdict(c) for c in cells], indent=1, allow_nan=True) + "\n")
+
+
+def rescore(run_dir: Path) -> tuple[list[SampleResult], list[CellMetrics]]:
+    """Score a run folder from its stored responses and write ``results.jsonl`` + ``summary.json``."""
+    results = score_run(run_dir)
+    cells = summarize(results)
+    write_scores(run_dir, results, cells)
+    return results, cells

@@ -8,7 +8,7 @@ Extraction, first rule that yields a valid letter wins:
   ``answer_line``    the last line ``Answer: B`` (the suite's MCQ suffix);
   ``option_line``    the last line ``Option: B`` (MIRBench's "Option: <letter>\\nReason: …");
   ``boxed``          the last ``\\boxed{B}``;
-  ``extract_choice`` the shared multiple-choice extractor (`mmctx.scoring.extract`), run over
+  ``extract_choice`` the shared multiple-choice extractor (`mmctx.extract`), run over
                      the option texts when they are known (``choices`` or parsed from the
                      question), e.g. "I pick the red one" → the option whose text is "red".
 Before them, ``Answer:`` lines that name different letters without a revision cue between them
@@ -26,9 +26,9 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar
 
+from mmctx.extract import extract_choice
+from mmctx.extract.contradictions import Statement, contradiction
 from mmctx.schema import Sample
-from mmctx.scoring.extract import extract_choice
-from mmctx.scoring.extract.contradictions import Statement, contradiction
 
 from .base import Extraction, Judge, Verdict, register
 from .text import answer_line, answer_lines, boxed, final_answer_text, strip_markup

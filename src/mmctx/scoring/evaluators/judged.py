@@ -31,11 +31,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from mmctx.extract.prepare import clean, norm, strip_reasoning
 from mmctx.prompts.messages import Message, Prompt, TextPart
 from mmctx.schema import Sample
 from mmctx.scoring.evaluators.base import Extraction, JudgeReplyError, Verdict, register
 from mmctx.scoring.evaluators.mmlongbench import answer_format, gold_texts, mmlongbench_score
-from mmctx.scoring.extract.prepare import clean, norm, strip_reasoning
 
 # ---- reply parsing shared by the judges and the extractor ----------------------------------------
 

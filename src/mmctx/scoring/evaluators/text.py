@@ -42,7 +42,7 @@ import string
 import unicodedata
 from typing import NamedTuple
 
-from mmctx.scoring.extract.prepare import clean, mark_noise, strip_reasoning
+from mmctx.extract.prepare import clean, mark_noise, strip_reasoning
 
 __all__ = [
     "ParsedNumber",

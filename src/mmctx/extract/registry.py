@@ -12,7 +12,7 @@ is recorded as that decision says, which is how a rule reports a refusal ("ambig
         m = re.search(r"Final choice:\\s*\\(?([A-Z])\\)?", ctx.text)
         return ctx.label_index.get(m.group(1).casefold()) if m else None
 
-The built-in rules register in `mmctx.scoring.extract.chain`, in their documented order.
+The built-in rules register in `mmctx.extract.chain`, in their documented order.
 """
 
 from __future__ import annotations

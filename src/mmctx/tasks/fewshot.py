@@ -1,4 +1,4 @@
-"""One call from a benchmark folder to a scored run folder.
+"""A few-shot (FewMMBench-style) run in one call: from a benchmark folder to a scored run folder.
 
 Order matters: the benchmark is validated and every prompt planned *before* the model is
 loaded, so a bad record costs seconds, not a model load; the run folder is held (`run_lock`)
@@ -33,7 +33,7 @@ from mmctx.run.runner import (
 )
 from mmctx.run.settings import parse_scorers, parse_settings, with_demo_orders
 from mmctx.schema import BenchmarkError
-from mmctx.scoring.results import CellMetrics, SampleResult, score_run, summarize, write_scores
+from mmctx.scoring.results import CellMetrics, SampleResult, rescore
 
 
 @dataclass
@@ -84,6 +84,7 @@ def evaluate(
         settings=[s.name for s in with_demo_orders(parse_settings(settings), demo_orders)],  # recorded: changes scores
         scorers=parse_scorers(scorers),
         preset=chosen.name,
+        preset_sha256=chosen.fingerprint(),
         seed=seed,
         limits=limits,
         limit=limit,
@@ -150,11 +151,3 @@ def _execute(
         if stats.usage:  # e.g. the option-scoring path the HF backend chose: recorded with the run
             open_run_manifest(run_dir, {**manifest, "backend_usage": stats.usage}, refresh=("backend_usage",))
     return stats
-
-
-def rescore(run_dir: Path) -> tuple[list[SampleResult], list[CellMetrics]]:
-    """Score a run folder from its stored responses and write ``results.jsonl`` + ``summary.json``."""
-    results = score_run(run_dir)
-    cells = summarize(results)
-    write_scores(run_dir, results, cells)
-    return results, cells

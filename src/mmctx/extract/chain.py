@@ -21,7 +21,7 @@ from .rules import (
     rule_yes_no,
 )  # fmt: skip
 
-# The built-in rules, in their documented order (`mmctx.scoring.extract`); a plugin rule joins the
+# The built-in rules, in their documented order (`mmctx.extract`); a plugin rule joins the
 # chain with `extraction_rule` (:mod:`.registry`), placed before or after one of these.
 BUILTIN_RULES: tuple[tuple[str, Rule], ...] = (
     ("empty", rule_empty),

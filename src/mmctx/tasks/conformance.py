@@ -2,7 +2,7 @@
 
 `check_family` builds a family's tiny checkpoint (`mmctx.models.tiny`), a small shapes-world
 benchmark, and runs the whole few-shot grid (0/4/8-shot, random and similar demos, similar with
-CoT) with both scorers through `mmctx.run.evaluate.evaluate`, exactly as ``mmctx run`` does. Then
+CoT) with both scorers through `mmctx.tasks.fewshot.evaluate`, exactly as ``mmctx run`` does. Then
 it checks what a user of that family relies on:
 
 * **loads**: the checkpoint loads through its family adapter (named in the row);
@@ -95,8 +95,8 @@ def _benchmark(out: Path, queries_per_task: int):
 def _grid(row: FamilyRow, backend, bench, run_dir: Path) -> None:
     from mmctx.models.base import ScoreRequest
     from mmctx.models.store import ResponseStore
-    from mmctx.run.evaluate import evaluate
     from mmctx.run.plan import GenerationLimits
+    from mmctx.tasks.fewshot import evaluate
 
     evaluate(
         bench.root, str(backend.info.name), run_dir, settings=GRID, scorers="generate,ppl", tasks=TASKS,
@@ -188,7 +188,7 @@ def _pixels_hash(path) -> str:
 
 def _context(row: FamilyRow, backend, workdir: Path) -> None:
     from mmctx.data.clbench.toy import write_toy_suite
-    from mmctx.run.context import ContextConfig, run_context
+    from mmctx.tasks.context import ContextConfig, run_context
 
     suite = write_toy_suite(workdir / "suite")
     config = ContextConfig(
