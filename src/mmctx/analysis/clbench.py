@@ -14,6 +14,7 @@ from pathlib import Path
 
 from mmctx.jsonl import read_jsonl
 from mmctx.models.base import Backend
+from mmctx.run.manifest import read_manifest
 
 JUDGED_EVALUATORS = ("semantic", "mmlongbench", "rubric", "conclusions")
 _NOT_ANSWERED = ("invalid_sample", "error")
@@ -105,7 +106,7 @@ def complexity_runs(run_dirs: list[Path], tokenizer: str) -> tuple[str, dict[str
     name, count = load_tokenizer(tokenizer)
     runs = {}
     for run_dir in run_dirs:
-        model = json.loads((Path(run_dir) / "manifest.json").read_text())["model"]["name"]
+        model = read_manifest(run_dir).model_name
         # Items never sent (invalid) or whose call failed say nothing about how context length
         # affects answers; a context overflow does, and stays.
         results = [r for r in read_jsonl(Path(run_dir) / "results.jsonl") if r["outcome"] not in _NOT_ANSWERED]
@@ -151,8 +152,7 @@ def _proposed_tags(run_dir: Path, rows: list[dict], judge: Backend, tagger) -> d
     from mmctx.scoring.judging import JudgeRunner
 
     probe_all(judge, None)
-    manifest = json.loads((Path(run_dir) / "manifest.json").read_text())
-    by_id = {q.id: q for q in load_clbench(Path(manifest["config"]["suite"])).queries}
+    by_id = {q.id: q for q in load_clbench(read_manifest(run_dir).source).queries}
     failed = [r for r in failed_rows(rows) if r["id"] in by_id]
     with ResponseStore(Path(run_dir) / JUDGE_STORE, secrets=backend_secrets(judge)) as store:
         verdicts = JudgeRunner(judge, store).judge(tagger, [(by_id[r["id"]], r.get("prediction", "")) for r in failed])

@@ -42,6 +42,7 @@ from mmctx.jsonl import read_jsonl
 from mmctx.models.base import Backend, GenerateRequest, Generation, ModelInfo, OptionScores, ScoreRequest
 from mmctx.models.store import ResponseStore, backend_secrets
 from mmctx.run.files import LOCK, MANIFEST, REQUESTS, STORE
+from mmctx.run.manifest import read_manifest
 from mmctx.run.plan import GenerationLimits, PlannedRequest
 
 
@@ -209,7 +210,7 @@ def open_run_manifest(run_dir: Path, manifest: dict, refresh: tuple[str, ...] = 
     run_dir.mkdir(parents=True, exist_ok=True)
     path = run_dir / MANIFEST
     if path.exists():
-        old = json.loads(path.read_text())
+        old = read_manifest(run_dir).fields
         stored, requested = _comparables([old, manifest])
         if stored != requested:
             raise RunError(
@@ -380,7 +381,7 @@ def merge_runs(shards: list[Path], out: Path) -> int:
     distinct shards of one split. The merged requests keep the whole plan's order, so scoring
     the merge gives exactly what a single process would have.
     """
-    manifests = [json.loads((Path(s) / MANIFEST).read_text()) for s in shards]
+    manifests = [read_manifest(s).fields for s in shards]
     unsharded = _comparables([_without_shard(m) for m in manifests])
     for path, m in zip(shards[1:], unsharded[1:]):
         if m != unsharded[0]:

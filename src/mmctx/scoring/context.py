@@ -26,6 +26,7 @@ from mmctx.models.base import Backend, ModelInfo
 from mmctx.models.store import ResponseStore, backend_secrets
 from mmctx.run.context import ContextRequest, task_format
 from mmctx.run.files import JUDGE_STORE, MANIFEST, REQUESTS, RESULTS, STORE
+from mmctx.run.manifest import read_manifest
 from mmctx.run.runner import RunError, _failure, _write_atomic, run_lock
 from mmctx.schema import Benchmark, Sample
 from mmctx.scoring.evaluators import Evaluator, Verdict, get_evaluator
@@ -122,7 +123,7 @@ def score_context_run(
 def _score_context_run(
     run_dir: Path, bench: Benchmark, judge: Backend | None, extractor: Backend | None, out: Path | None
 ) -> list[dict]:
-    manifest = json.loads((run_dir / MANIFEST).read_text())
+    manifest = read_manifest(run_dir).fields
     model = ModelInfo(**manifest["model"])
     by_id = {q.id: q for q in bench.queries}
     records = read_jsonl(run_dir / REQUESTS)
