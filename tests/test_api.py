@@ -168,3 +168,10 @@ def test_a_small_jsonl_runs_on_its_default_grid(tmp_path):
     assert result.manifest.config["settings"] == ["0-shot", "4-random"] and len(result.results) == 16
     with pytest.raises(BenchmarkError, match="needs 8 demos, has 7"):
         mmctx.evaluate(EXAMPLE / "items.jsonl", out=tmp_path / "eight", scorers=["ppl"], grid=["8-random"])
+
+
+def test_a_misspelt_sub_task_is_named_not_run_empty(shapes_bench, tmp_path):
+    with pytest.raises(ValueError, match=r"unknown task\(s\) \['countin'\]; the benchmark has \[.*'counting'"):
+        mmctx.evaluate(shapes_bench, out=tmp_path / "run", grid=["0-shot"], tasks=["countin"])
+    with pytest.raises(RuntimeError, match=r"unknown subset\(s\) \['ZeroBnch'\]; the suite has"):
+        mmctx.evaluate("clbench-v-toy", out=tmp_path / "ctx", tasks=["ZeroBnch"])

@@ -129,11 +129,14 @@ def plan_context(
     (the context task passes `mmctx.scoring.context.evaluator_problems`: an evaluator that is
     not registered); without it only the record is checked.
     """
+    unknown = [t for t in config.subsets or [] if t not in bench.tasks]
+    if unknown:
+        raise RunError(f"unknown subset(s) {unknown}; the suite has {bench.tasks}")
     samples = [q for q in bench.queries if not config.subsets or q.task in config.subsets]
     if config.limit is not None:
         samples = samples[: config.limit]
     if not samples:
-        raise RunError("no items to run (check --subset names)")
+        raise RunError("no items to run")
     if config.truncation != "none" and (count_tokens is None or not config.truncation_budget):
         raise RunError(f"truncation {config.truncation!r} needs a token budget and a tokenizer")
     plan = []

@@ -92,6 +92,9 @@ def evaluate(
         batch_size=batch_size,
         shard=shard,
     )
+    unknown = [t for t in tasks or [] if t not in bench.tasks]
+    if unknown:  # a misspelt task would otherwise be an empty run that reports nothing
+        raise ValueError(f"unknown task(s) {unknown}; the benchmark has {bench.tasks}")
     grid = with_demo_orders(parse_settings(settings), demo_orders)
     plan = plan_requests(bench, grid, config.scorers, chosen, seed, limits, limit=limit, tasks=tasks)
     plan = take_shard(plan, Shard.parse(shard) if shard else None)
