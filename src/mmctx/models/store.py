@@ -83,9 +83,15 @@ class ResponseStore:
         if read_only:
             # Reading never writes: a read-write connection would checkpoint a killed run's
             # write-ahead log into the file and delete the log when it closes.
+            # A store whose log is empty or gone is read as an immutable file: no lock, no shared-
+            # memory index, nothing touched. Answers still in a log (a killed writer) can only be
+            # read through SQLite's shared-memory index, which it rebuilds; the data files stay as
+            # they are either way.
             if not self.path.is_file():
                 raise FileNotFoundError(f"{self.path}: no response store")
-            self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
+            wal = self.path.with_name(self.path.name + "-wal")
+            mode = "mode=ro" if wal.is_file() and wal.stat().st_size else "mode=ro&immutable=1"
+            self._db = sqlite3.connect(f"{self.path.resolve().as_uri()}?{mode}", uri=True, timeout=60)
             return
         self._db = sqlite3.connect(self.path, timeout=60)
         self._db.execute("PRAGMA journal_mode=WAL")
