@@ -175,3 +175,21 @@ def test_a_misspelt_sub_task_is_named_not_run_empty(shapes_bench, tmp_path):
         mmctx.evaluate(shapes_bench, out=tmp_path / "run", grid=["0-shot"], tasks=["countin"])
     with pytest.raises(RuntimeError, match=r"unknown subset\(s\) \['ZeroBnch'\]; the suite has"):
         mmctx.evaluate("clbench-v-toy", out=tmp_path / "ctx", tasks=["ZeroBnch"])
+
+
+def test_rescoring_a_context_run_needs_no_judge_when_its_cache_holds_the_verdicts(tmp_path):
+    run = tmp_path / "ctx"
+    subset = ["CL-Bench-Table", "ZeroBench"]  # one judged subset, one rule-scored
+    first = mmctx.evaluate("clbench-v-toy", out=run, tasks=subset, judge="builtin:shapes-vlm",
+                           context=api.ContextOptions(max_new_tokens=16))  # fmt: skip
+    judged = [r for r in first.results if r["subset"] == "CL-Bench-Table"]
+    assert judged and all(r["outcome"] in ("scored", "judge_error") for r in judged)
+    again = mmctx.score(run)  # no judge given: the recorded one answers from the cache
+    # Equal rows, the judge's stored replies included: they came from the cache, not a model.
+    assert again.results == first.results and any("replies" in r["detail"] for r in judged)
+    assert again.manifest.fields["judge"] == first.manifest.fields["judge"]
+    (run / "judges.sqlite").unlink()  # with the cache gone, a verdict is an error naming the way out
+    emptied = mmctx.score(run)
+    lost = [r for r in emptied.results if r["subset"] == "CL-Bench-Table"]
+    assert all(r["outcome"] == "judge_error" for r in lost)
+    assert "score again with the judge given" in json.dumps(lost)

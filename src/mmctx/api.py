@@ -350,8 +350,10 @@ def score(
 ) -> EvalResult:
     """Score a run folder afresh from its stored responses and write its results (no model needed).
 
-    Context runs re-ask a judge only for what its cache lacks (``judge``/``extractor`` as in
-    `evaluate`) and read their items from ``suite`` (default: the suite the manifest names).
+    Context runs read their items from ``suite`` (default: the suite the manifest names) and
+    their verdicts from the run's judge cache: without ``judge``/``extractor`` the ones the run
+    recorded answer from that cache only (a verdict it lacks is that item's judge error); with
+    them (model specs or backends, as in `evaluate`) what the cache lacks is asked.
     """
     run_dir = Path(run_dir)
     manifest = read_manifest(run_dir)
@@ -359,17 +361,29 @@ def score(
     if manifest.kind == "context":
         from mmctx.data.clbench.loader import load_clbench
         from mmctx.scoring.context import check_judges_for_run, probe_all, score_context_run
+        from mmctx.scoring.judging import RecordedModel
 
         bench = load_clbench(Path(suite) if suite is not None else manifest.source)
-        judge_b, extractor_b = role_backend(judge), role_backend(extractor)
+        # Without a judge given, the one the run recorded answers from its cache: no model loads.
+        judge_b = role_backend(judge) if judge is not None else _recorded(manifest, "judge")
+        extractor_b = role_backend(extractor) if extractor is not None else _recorded(manifest, "extractor")
         check_judges_for_run(run_dir, bench, judge_b)
-        probe_all(judge_b, extractor_b)
+        probe_all(*(None if isinstance(b, RecordedModel) else b for b in (judge_b, extractor_b)))
         score_context_run(run_dir, bench, judge=judge_b, extractor=extractor_b)
         return _context_result(name, run_dir)
     from mmctx.scoring.results import rescore
 
     results, cells = rescore(run_dir)
     return EvalResult(name, "fewshot", run_dir, manifest.model_name, results, cells, None, manifest)
+
+
+def _recorded(manifest: RunManifest, role: str) -> Backend | None:
+    """The judge or extractor ``manifest`` records, answering from the run's cache only."""
+    from mmctx.models.base import ModelInfo
+    from mmctx.scoring.judging import RecordedModel
+
+    info = manifest.fields.get(role)
+    return RecordedModel(ModelInfo(**info)) if isinstance(info, dict) else None
 
 
 def _named_runs(run_dirs: Sequence[str | Path]) -> list[tuple[str, Path, RunManifest]]:

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TypeVar
 
-from mmctx.models.base import Backend, GenerateRequest, Generation
+from mmctx.models.base import Backend, Capabilities, GenerateRequest, Generation, ModelInfo
 from mmctx.models.store import ResponseStore
 from mmctx.models.stored import StoredBackend, StoredCall
 from mmctx.prompts.messages import Message, Prompt, TextPart, prompt_fingerprint
@@ -66,6 +66,29 @@ def probe(backend: Backend) -> None:
         raise JudgeUnavailable(f"{type(exc).__name__}: {exc}") from exc
     if generation.error is not None:
         raise JudgeUnavailable(generation.error)
+
+
+class RecordedModel:
+    """The judge (or extractor) a run recorded, answering only from the run's judge cache.
+
+    Re-scoring a context run needs no model: its verdicts are cached under this identity (name,
+    revision, backend, settings), so the same keys find them. A call the cache cannot answer is
+    that item's judge error, naming how to ask it; it is never stored, so a later `score` with
+    the judge itself asks it.
+    """
+
+    def __init__(self, info: ModelInfo):
+        self.info = info
+        self.capabilities = Capabilities(
+            max_images=0, interleaved=False, loglikelihood=False, chat_template=False, context_window=None
+        )
+
+    def generate(self, requests: list[GenerateRequest]) -> list[Generation]:
+        why = f"{self.info.name}: this verdict is not in the run's judge cache; score again with the judge given"
+        return [Generation(error=why) for _ in requests]
+
+    def score(self, requests: list) -> list:
+        raise NotImplementedError(f"{self.info.name} answers only from the judge cache")
 
 
 @dataclass
