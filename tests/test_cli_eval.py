@@ -51,6 +51,8 @@ def test_eval_a_context_task_and_its_refusals(tmp_path):
     refused = invoke("eval", "clbench-v-toy", "--out", tmp_path / "other", "--grid", "0-shot")
     assert refused.exit_code == 2 and "context-learning task" in refused.output
     assert not (tmp_path / "other").exists()  # refused before anything is written
+    cot = invoke("eval", "clbench-v-toy", "--out", tmp_path / "other", "--cot-max-new-tokens", 64)
+    assert cot.exit_code == 2 and "--cot-max-new-tokens is for few-shot tasks" in cot.output
 
 
 def test_eval_names_what_it_cannot_use(tmp_path):

@@ -128,8 +128,10 @@ def eval_cmd(
     few_shot = chosen.kind == "fewshot"
     # Each flag reaches the API only for the kind of task it belongs to, or when set: the API
     # refuses a set flag of the other kind by name rather than ignoring it.
+    if not few_shot and cot_max_new_tokens is not None:
+        fail(f"{chosen.name} is a context-learning task: --cot-max-new-tokens is for few-shot tasks (--max-new-tokens)")
     limits = None
-    if few_shot or cot_max_new_tokens is not None:
+    if few_shot:
         given = {"max_new_tokens": max_new_tokens, "cot_max_new_tokens": cot_max_new_tokens}
         limits = replace(chosen.limits or GenerationLimits(), **{k: v for k, v in given.items() if v is not None})
     context = api.ContextOptions(
