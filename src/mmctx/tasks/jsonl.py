@@ -152,9 +152,11 @@ def jsonl_task(
     if encoder and demo_path is None:
         raise ValueError("similar demos need a demo file apart from the queries (demos=...)")
 
+    # Read once, here: a bad record is refused when the task is named, before any run folder exists.
+    queries = read_items(path, name)
+    pool = read_items(demo_path, name) if demo_path else queries
+
     def prepare(work: Path) -> Path:
-        queries = read_items(path, name)
-        pool = read_items(demo_path, name) if demo_path else queries
         k = max(shots, default=0)
         if encoder:
             ready = with_similar_demos(queries, pool, path.parent, work, encoder, k, seed)
@@ -169,8 +171,6 @@ def jsonl_task(
 
     # The default grid keeps only the shot counts every query can fill: a file of 8 items, its own
     # demo pool, has 7 candidates per query, so its grid stops at 4 (asking for 8 is refused by name).
-    queries = read_items(path, name)
-    pool = read_items(demo_path, name) if demo_path else queries
     fits = tuple(k for k in shots if k <= _fewest_candidates(queries, pool))
     strategies = ("random", "similar") if encoder else ("random",)
     has_rationales = demo_path is not None and any(s.rationale for s in pool)

@@ -171,7 +171,7 @@ def _check_option_types(name: str, factory: TaskFactory, options: dict) -> None:
             continue
         allowed = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
         allowed = tuple(t for t in allowed if isinstance(t, type))
-        if not allowed or type(None) in allowed and value is None:
+        if not allowed:
             continue
         widened = allowed + ((str,) if Path in allowed else ()) + ((int,) if float in allowed else ())
         if isinstance(value, bool) and bool not in allowed or not isinstance(value, widened):
