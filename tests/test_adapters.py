@@ -367,8 +367,10 @@ def test_qwen_pixel_caps_override_the_hub_config_and_fit_nine_images(tmp_path):
     assert max(tokens) <= 512 and sum(tokens[:9]) <= 9 * 512 and tokens[9] >= 64
 
 
-def test_idefics2_processor_kwargs_turn_splitting_off_and_cap_the_edge(tmp_path):
-    """Real-processor test: a checkpoint config that splits images and allows 980 px; the adapter's kwargs win.
+def test_idefics2_processor_kwargs_turn_splitting_off_and_the_paper_settings_cap_the_edge(tmp_path):
+    """Real-processor test: a checkpoint config that splits images and allows 980 px. Splitting is
+    off either way (a many-image prompt must fit); the 448-px edge is the paper's setting, applied
+    only when asked, and otherwise the checkpoint's own 980 px holds.
 
     (idefics2-8b's released processor config has ``do_image_splitting: false``; fine-tunes and the
     base checkpoints differ, and the adapter's value holds whatever the checkpoint says.)
@@ -379,12 +381,14 @@ def test_idefics2_processor_kwargs_turn_splitting_off_and_cap_the_edge(tmp_path)
         "image_processor_type": "Idefics2ImageProcessor", "do_image_splitting": True,
         "size": {"longest_edge": 980, "shortest_edge": 378},
     }))  # fmt: skip
-    processor = AutoImageProcessor.from_pretrained(
-        tmp_path, **adapter_for("HuggingFaceM4/idefics2-8b").processor_kwargs
-    )
-    out = processor([[colour_image("red", (1600, 1200)), colour_image("blue", (200, 900))]], return_tensors="pt")
-    assert out["pixel_values"].shape[:2] == (1, 2)  # one view an image: no splitting
-    assert max(out["pixel_values"].shape[-2:]) <= 448
+    adapter = adapter_for("HuggingFaceM4/idefics2-8b")
+    images = [[colour_image("red", (1600, 1200)), colour_image("blue", (200, 900))]]
+    own = AutoImageProcessor.from_pretrained(tmp_path, **adapter.processor_kwargs)(images, return_tensors="pt")
+    paper_kwargs = adapter.with_paper_settings().processor_kwargs
+    paper = AutoImageProcessor.from_pretrained(tmp_path, **paper_kwargs)(images, return_tensors="pt")
+    assert own["pixel_values"].shape[:2] == paper["pixel_values"].shape[:2] == (1, 2)  # one view an image
+    assert max(own["pixel_values"].shape[-2:]) == 980
+    assert max(paper["pixel_values"].shape[-2:]) <= 448
 
 
 # ---- default-path families on the tiny real checkpoints ------------------------------------------
@@ -421,7 +425,9 @@ def test_default_path_families_run_on_tiny_checkpoints(tiny_models, image_parts,
     assert adapter_for(str(tiny_models[tiny]), backend.model.config.model_type).family == family  # picked unasked too
     if family == "idefics":
         image_processor = backend.processor.image_processor
-        assert image_processor.do_image_splitting is False and image_processor.size.longest_edge == 448
+        # Splitting off; the checkpoint's own edge, not the paper's 448 px (image_settings="paper").
+        assert image_processor.do_image_splitting is False and image_processor.size.longest_edge != 448
+        assert backend.info.settings["image_settings"] == "checkpoint"
     if family == "qwen_vl":  # loads whether or not torchvision (for the unused video processor) is installed
         caps = adapter_for("Qwen/Qwen2-VL-7B-Instruct").processor_kwargs
         assert backend.processor.image_processor.size.longest_edge == caps["max_pixels"]

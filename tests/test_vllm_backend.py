@@ -23,6 +23,7 @@ from fixtures.conversations import few_shot, square_images
 
 from mmctx.models.base import GenerateRequest, ScoreRequest
 from mmctx.models.hf import HFBackend
+from mmctx.models.images import load_rgb
 from mmctx.models.spans import ModelError
 from mmctx.models.tiny import FAMILIES as TINY_FAMILIES
 from mmctx.models.vllm import (
@@ -37,7 +38,6 @@ from mmctx.models.vllm import (
     engine_prefix_cache,
     engine_prompt,
     generation_params,
-    load_image,
     max_images_per_prompt,
     option_loglikelihood,
     output_token_count,
@@ -584,10 +584,16 @@ def test_identity_capabilities_and_spec(tiny_models, monkeypatch):
     h = HFBackend(str(path), device="cpu")
     assert v.info.revision == h.info.revision
     settings = {"dtype": "bfloat16", "tensor_parallel_size": 2, "max_model_len": 4096, "scoring": "2"}
-    assert v.info.settings == {**settings, "adapter": h.adapter.family}
+    # The tiny Idefics3 is made for images smaller than the paper's 448-px resize: which image
+    # settings apply is part of its identity, as in the HF backend.
+    assert v.info.settings == {**settings, "adapter": h.adapter.family, "image_settings": "checkpoint"}
+    assert h.info.settings["image_settings"] == "checkpoint"
     # The HF backend's family adapter sets vLLM's processor up as it sets its own.
     assert v.adapter.family == h.adapter.family
-    assert v.engine_args.get("mm_processor_kwargs", {}) == h.adapter.processor_kwargs
+    assert v.engine_args.get("mm_processor_kwargs", {}) == h.adapter.processor_kwargs == {"do_image_splitting": False}
+    paper = VLLMBackend(str(path), engine=lambda p, s: [], image_settings="paper")
+    assert "image_settings" not in paper.info.settings
+    assert paper.engine_args["mm_processor_kwargs"]["size"] == {"longest_edge": 448, "shortest_edge": 378}
     caps = v.capabilities
     assert (caps.max_images, caps.loglikelihood, caps.interleaved, caps.context_window) == (9, True, True, 4096)
     assert v.generate([]) == [] and v.score([]) == []
@@ -695,7 +701,7 @@ def test_request_building_per_family(tiny_models, images, any_family):
     prompt = v.engine_prompts([GenerateRequest(msgs, 4)])[0]
     assert isinstance(prompt, dict), prompt
     conversation, parts = chat_conversation(msgs)
-    pictures = [load_image(p.path, p.sha256) for p in parts]
+    pictures = [load_rgb(p.path, p.sha256) for p in parts]
     sent = prompt["multi_modal_data"]["image"]
     assert [im.tobytes() for im in sent] == [im.tobytes() for im in pictures]  # a, b, c, a
 

@@ -138,6 +138,9 @@ def build_shapes_tokenizer(texts: Sequence[str], vocab_size: int = 1024):
     return build_tokenizer(SPECIAL, vocab_size=vocab_size, corpus=list(texts))
 
 
+TRAINED_LONGEST_EDGE, TRAINED_SHORTEST_EDGE = 448, 378
+
+
 def build_shapes_vlm(out: Path, tokenizer, arch: Architecture = Architecture(), seed: int = 0) -> Path:
     """Write a random-weight Idefics3 of ``arch`` with ``tokenizer`` and the Idefics3 chat template to ``out``."""
     import torch
@@ -177,7 +180,10 @@ def build_shapes_vlm(out: Path, tokenizer, arch: Architecture = Architecture(), 
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     image_processor = Idefics3ImageProcessorPil(
         do_image_splitting=False,
-        size={"longest_edge": arch.image_size},
+        # The first resize the shipped checkpoint was trained and evaluated with (the Idefics
+        # adapter's paper setting, mmctx.models.adapters.idefics); the vision encoder then sees
+        # the image at max_image_size. Written into the checkpoint, so its own settings say so.
+        size={"longest_edge": TRAINED_LONGEST_EDGE, "shortest_edge": TRAINED_SHORTEST_EDGE},
         max_image_size={"longest_edge": arch.image_size},
     )
     processor = Idefics3Processor(

@@ -35,6 +35,10 @@ Revision = Annotated[str | None, typer.Option(help="Model revision (branch, tag 
 TrustRemoteCode = Annotated[bool, typer.Option(help="Allow the model repository's own code to run.")]
 Adapter = Annotated[str | None, typer.Option(help="Model family adapter (default: picked by model id; mmctx models).")]
 Quantization = Annotated[str | None, typer.Option(help="8bit or 4bit (bitsandbytes, CUDA), where the family allows.")]
+ImageSettings = Annotated[
+    str | None,
+    typer.Option(help="checkpoint (its own image resolution) or paper (FewMMBench code's: Idefics 448 px)."),
+]
 BaseUrl = Annotated[str | None, typer.Option(help="openai: models: the server's base URL (else OPENAI_BASE_URL).")]
 MaxConcurrency = Annotated[int | None, typer.Option(help="openai: models: requests in flight at once (16).")]
 ScoreMode = Annotated[str | None, typer.Option(help="openai: models: none or vllm_prompt_logprobs (for ppl).")]

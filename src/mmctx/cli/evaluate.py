@@ -14,6 +14,7 @@ from mmctx.cli.common import (
     BatchSize,
     Device,
     Dtype,
+    ImageSettings,
     MaxConcurrency,
     ModelSpec,
     Progress,
@@ -105,6 +106,7 @@ def eval_cmd(
     trust_remote_code: TrustRemoteCode = False,
     adapter: Adapter = None,
     quantization: Quantization = None,
+    image_settings: ImageSettings = None,
     base_url: BaseUrl = None,
     max_concurrency: MaxConcurrency = None,
     score_mode: ScoreMode = None,
@@ -140,7 +142,7 @@ def eval_cmd(
     )  # fmt: skip
     options = backend_options(
         device=device, dtype=dtype, batch_size=batch_size, revision=revision, trust_remote_code=trust_remote_code,
-        adapter=adapter, quantization=quantization, base_url=base_url, max_concurrency=max_concurrency,
+        adapter=adapter, quantization=quantization, image_settings=image_settings, base_url=base_url, max_concurrency=max_concurrency,
         score_mode=score_mode,
     )  # fmt: skip
     try:
@@ -179,6 +181,7 @@ def run(
     trust_remote_code: TrustRemoteCode = False,
     adapter: Adapter = None,
     quantization: Quantization = None,
+    image_settings: ImageSettings = None,
     base_url: BaseUrl = None,
     max_concurrency: MaxConcurrency = None,
     score_mode: ScoreMode = None,
@@ -196,7 +199,7 @@ def run(
 
     options = backend_options(
         device=device, dtype=dtype, batch_size=batch_size, revision=revision, trust_remote_code=trust_remote_code,
-        adapter=adapter, quantization=quantization, base_url=base_url, max_concurrency=max_concurrency,
+        adapter=adapter, quantization=quantization, image_settings=image_settings, base_url=base_url, max_concurrency=max_concurrency,
         score_mode=score_mode,
     )  # fmt: skip
     try:

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 from PIL import Image
 
-from mmctx.models.adapters import Adapter, adapter_for
+from mmctx.models.adapters import Adapter, adapter_for, with_image_settings
 from mmctx.models.base import (
     Capabilities,
     GenerateRequest,
@@ -37,6 +37,8 @@ from mmctx.models.base import (
     OptionScores,
     ScoreRequest,
 )
+from mmctx.models.image_cache import CachedImageProcessor
+from mmctx.models.images import load_rgb
 from mmctx.models.registry import backend, option_values
 from mmctx.models.revision import folder_digest
 from mmctx.models.spans import (
@@ -170,6 +172,7 @@ class HFOptions:
     attn_implementation: str | None = None
     adapter: str | None = None  # family adapter; None: picked by model id and config
     quantization: str | None = None  # 8bit or 4bit (bitsandbytes), where the family allows
+    image_settings: str = "checkpoint"  # or "paper": the adapter's paper resolution settings (see `Adapter`)
 
 
 @backend("hf", options=HFOptions)
@@ -200,6 +203,7 @@ class HFBackend:
         attn_implementation: str | None = None,
         adapter: str | None = None,
         quantization: str | None = None,
+        image_settings: str = "checkpoint",
     ):
         import transformers
 
@@ -207,7 +211,9 @@ class HFBackend:
         self.dtype = _pick_dtype(dtype, self.device)
         self.batch_size = batch_size
         kwargs = {"revision": revision, "trust_remote_code": trust_remote_code}
-        self.adapter = self._adapter(model, adapter, kwargs)
+        self.adapter, image_identity = with_image_settings(
+            self._adapter(model, adapter, kwargs), image_settings, model, kwargs
+        )
         if self.adapter.needs_remote_code and not trust_remote_code:
             raise ModelError(f"model {model!r} ({self.adapter.family}) runs its own code: pass --trust-remote-code")
         try:
@@ -233,6 +239,8 @@ class HFBackend:
             self.model.to(self.device)
         self.model.eval()
         self.processor = self.adapter.prepare(self.model, self.processor)
+        if CachedImageProcessor.assembles(getattr(self.processor, "image_processor", None)):
+            self.processor.image_processor = CachedImageProcessor(self.processor.image_processor)
         self.processor_overrides = self.adapter.overrides(model, kwargs)
         text_config = self.model.config.get_text_config()
         self._attn_impl = getattr(text_config, "_attn_implementation", None) or "eager"
@@ -266,6 +274,7 @@ class HFBackend:
                 "scoring": SCORING_VERSION,
                 "adapter": self.adapter.family,
                 **({"quantization": quantization} if quantization else {}),
+                **image_identity,
             },
         )
         self.capabilities = Capabilities(
@@ -278,8 +287,11 @@ class HFBackend:
 
     def usage(self) -> dict:
         """What the run records of this backend: processor settings mmctx changed from the
-        checkpoint's, and which option-scoring path it chose, and why."""
+        checkpoint's, how often preprocessed images were reused, and which option-scoring path
+        it chose, and why."""
         used = {"processor_overrides": self.processor_overrides} if self.processor_overrides else {}
+        images = getattr(self.processor, "image_processor", None)
+        used["image_preprocessing"] = images.usage() if isinstance(images, CachedImageProcessor) else {"cached": False}
         if self.option_check is None:
             return used
         check = self.option_check
@@ -294,11 +306,7 @@ class HFBackend:
     @staticmethod
     def _hf_messages(messages: Prompt) -> tuple[list[dict], list[Image.Image]]:
         conversation, parts = chat_conversation(messages)
-        images = []
-        for part in parts:
-            with Image.open(part.path) as im:
-                images.append(im.convert("RGB"))
-        return conversation, images
+        return conversation, [load_rgb(part.path, part.sha256) for part in parts]
 
     @staticmethod
     def _adapter(model: str, name: str | None, kwargs: dict) -> Adapter:

@@ -73,11 +73,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
-from mmctx.models.adapters import Adapter, adapter_for
+from mmctx.models.adapters import Adapter, adapter_for, with_image_settings
 from mmctx.models.base import (
     Capabilities,
     GenerateRequest,
@@ -86,6 +86,7 @@ from mmctx.models.base import (
     OptionScores,
     ScoreRequest,
 )
+from mmctx.models.images import load_rgb
 from mmctx.models.registry import backend, option_values
 from mmctx.models.revision import folder_digest
 from mmctx.models.spans import (
@@ -170,15 +171,6 @@ def unapplied_vision_adapter(model: str, adapter: Adapter, revision: str | None)
     except Exception:  # noqa: BLE001 - an unreachable hub: loading the config fails first, with its own message
         return None
     return sub if found else None
-
-
-@lru_cache(maxsize=64)
-def load_image(path: str, sha256: str) -> Any:
-    """The image as RGB PIL; cached by content hash too, since few-shot demos recur across prompts."""
-    from PIL import Image
-
-    with Image.open(path) as image:
-        return image.convert("RGB")
 
 
 def prompt_ids(tokenizer: Any, text: str) -> list[int]:
@@ -513,6 +505,7 @@ class VLLMOptions:
     max_model_len: int | None = None
     trust_remote_code: bool = False
     adapter: str | None = None  # the HF backend's family adapter; None: picked by model id and config
+    image_settings: str = "checkpoint"  # or "paper": as the HF backend's
     seed: int = 0
     engine_metrics: bool = False  # keep vLLM's own prefix-cache counters (log stats on)
     engine_kwargs: Mapping[str, Any] | None = None  # more `vllm.LLM` arguments (its own quantization, …)
@@ -528,7 +521,8 @@ class VLLMBackend:
 
     ``max_images`` caps images per prompt (vLLM's ``limit_mm_per_prompt``): a run passes its
     plan's most (`max_images_per_prompt`). ``adapter`` names the HF backend's family adapter
-    (default: picked by model id and config, as there). ``engine`` replaces the vLLM engine
+    (default: picked by model id and config, as there), and ``image_settings`` its image resolution
+    (`mmctx.models.adapters.with_image_settings`). ``engine`` replaces the vLLM engine
     (tests); `engine_args` is what the engine is, or would be, started with.
     """
 
@@ -543,12 +537,15 @@ class VLLMBackend:
         max_model_len: int | None = None,
         trust_remote_code: bool = False,
         adapter: str | None = None,
+        image_settings: str = "checkpoint",
         seed: int = 0,
         engine_metrics: bool = False,
         engine_kwargs: Mapping[str, Any] | None = None,
         engine: Engine | None = None,
     ):
-        config, self.adapter, self.processor = self._load(model, revision, trust_remote_code, adapter)
+        config, family, self.processor = self._load(model, revision, trust_remote_code, adapter)
+        kwargs = {"revision": revision, "trust_remote_code": trust_remote_code}
+        self.adapter, image_identity = with_image_settings(family, image_settings, str(model), kwargs)
         lora = unapplied_vision_adapter(str(model), self.adapter, revision)
         if lora:
             raise ModelError(
@@ -589,6 +586,7 @@ class VLLMBackend:
                 "max_model_len": window,
                 "scoring": SCORING_VERSION,
                 "adapter": self.adapter.family,
+                **image_identity,
             },
         )
         self.capabilities = Capabilities(
@@ -677,7 +675,7 @@ class VLLMBackend:
         return self.adapter.render(self.processor, conversation, generation_prompt)
 
     def _images(self, parts: list[ImagePart]) -> list[Any]:
-        return [load_image(part.path, part.sha256) for part in parts]
+        return [load_rgb(part.path, part.sha256) for part in parts]
 
     def _engine_prompt(self, text: str, images: list[Any]) -> dict:
         """The token prompt vLLM is given for rendered ``text`` and its images."""

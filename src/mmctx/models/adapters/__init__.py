@@ -10,7 +10,7 @@ overrides only what differs. `adapter_for` picks one by model id or config ``mod
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 
@@ -23,6 +23,11 @@ class Adapter:
     needs_remote_code: bool = False
     max_images: int | None = None
     processor_kwargs: dict[str, Any] = field(default_factory=dict)  # e.g. image size / tiling caps
+    # Resolution settings of the paper's released code that no prompt needs in order to fit its
+    # context (Idefics' 448-px resize): applied only when asked (`with_paper_settings`), since
+    # on a checkpoint made for smaller images they upscale every image and back, at many times
+    # the cost of the checkpoint's own setting.
+    paper_processor_kwargs: dict[str, Any] = field(default_factory=dict)
     dtypes: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
     quantization: tuple[str, ...] = ()  # "8bit", "4bit" (bitsandbytes) where the family supports it
     notes: str = ""
@@ -37,6 +42,10 @@ class Adapter:
 
     def named_by(self, model_id: str) -> bool:
         return any(re.search(pattern, model_id, re.IGNORECASE) for pattern in self.aliases)
+
+    def with_paper_settings(self) -> Adapter:
+        """This adapter with the paper's resolution settings applied over the checkpoint's."""
+        return replace(self, processor_kwargs={**self.processor_kwargs, **self.paper_processor_kwargs})
 
     def load_processor(self, model: str, kwargs: dict[str, Any]):
         """The processor of checkpoint ``model``; ``kwargs`` carry revision and remote-code trust."""
@@ -84,6 +93,31 @@ class Adapter:
         if any(images):
             kwargs["images"] = images
         return dict(processor(**kwargs))
+
+
+IMAGE_SETTINGS = ("checkpoint", "paper")
+
+
+def with_image_settings(
+    adapter: Adapter, image_settings: str, model: str, kwargs: dict[str, Any]
+) -> tuple[Adapter, dict[str, str]]:
+    """The adapter to load ``model`` with under ``image_settings``, and what the choice adds to
+    the model's recorded settings (`ModelInfo.settings`, so every cache key).
+
+    ``"checkpoint"`` keeps the checkpoint's own resolution; ``"paper"`` applies the adapter's
+    `Adapter.paper_processor_kwargs` over it. The choice is recorded only where the two would
+    process this checkpoint's images differently; a run made with the paper's settings before
+    the choice existed has no such entry, as ``"paper"`` has none, and keeps its keys.
+    """
+    if image_settings not in IMAGE_SETTINGS:
+        raise ValueError(f"unknown image_settings {image_settings!r}; choose from {IMAGE_SETTINGS}")
+    paper = adapter.with_paper_settings()
+    differs = bool(adapter.paper_processor_kwargs) and paper.overrides(model, kwargs) != adapter.overrides(
+        model, kwargs
+    )
+    if image_settings == "paper":
+        return paper, {}
+    return adapter, ({"image_settings": image_settings} if differs else {})
 
 
 def _processor_config(model: str, kwargs: dict[str, Any]) -> dict[str, Any]:
