@@ -39,6 +39,9 @@ ImageSettings = Annotated[
     str | None,
     typer.Option(help="checkpoint (its own image resolution) or paper (FewMMBench code's: Idefics 448 px)."),
 ]
+Threads = Annotated[
+    int | None, typer.Option(help="torch CPU threads (default: 1 for a small model on CPU, else every core).")
+]
 BaseUrl = Annotated[str | None, typer.Option(help="openai: models: the server's base URL (else OPENAI_BASE_URL).")]
 MaxConcurrency = Annotated[int | None, typer.Option(help="openai: models: requests in flight at once (16).")]
 ScoreMode = Annotated[str | None, typer.Option(help="openai: models: none or vllm_prompt_logprobs (for ppl).")]

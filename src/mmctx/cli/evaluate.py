@@ -22,6 +22,7 @@ from mmctx.cli.common import (
     RetryErrors,
     Revision,
     ScoreMode,
+    Threads,
     TrustRemoteCode,
     app,
     backend_options,
@@ -107,6 +108,7 @@ def eval_cmd(
     adapter: Adapter = None,
     quantization: Quantization = None,
     image_settings: ImageSettings = None,
+    threads: Threads = None,
     base_url: BaseUrl = None,
     max_concurrency: MaxConcurrency = None,
     score_mode: ScoreMode = None,
@@ -142,7 +144,7 @@ def eval_cmd(
     )  # fmt: skip
     options = backend_options(
         device=device, dtype=dtype, batch_size=batch_size, revision=revision, trust_remote_code=trust_remote_code,
-        adapter=adapter, quantization=quantization, image_settings=image_settings, base_url=base_url, max_concurrency=max_concurrency,
+        adapter=adapter, quantization=quantization, image_settings=image_settings, threads=threads, base_url=base_url, max_concurrency=max_concurrency,
         score_mode=score_mode,
     )  # fmt: skip
     try:
@@ -182,6 +184,7 @@ def run(
     adapter: Adapter = None,
     quantization: Quantization = None,
     image_settings: ImageSettings = None,
+    threads: Threads = None,
     base_url: BaseUrl = None,
     max_concurrency: MaxConcurrency = None,
     score_mode: ScoreMode = None,
@@ -199,7 +202,7 @@ def run(
 
     options = backend_options(
         device=device, dtype=dtype, batch_size=batch_size, revision=revision, trust_remote_code=trust_remote_code,
-        adapter=adapter, quantization=quantization, image_settings=image_settings, base_url=base_url, max_concurrency=max_concurrency,
+        adapter=adapter, quantization=quantization, image_settings=image_settings, threads=threads, base_url=base_url, max_concurrency=max_concurrency,
         score_mode=score_mode,
     )  # fmt: skip
     try:

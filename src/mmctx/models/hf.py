@@ -126,6 +126,30 @@ def has_sliding_window(text_config) -> bool:
     return bool(window) and getattr(text_config, "use_sliding_window", True) is not False
 
 
+# Below this many parameters a CPU forward pass is too small to share out: a second thread makes
+# it no faster and costs more CPU (benchmarks/threads_speed.py measures it).
+SMALL_MODEL_PARAMETERS = 50_000_000
+
+
+def usable_cores() -> int:
+    """Cores this process may run on (its CPU affinity, which containers and taskset narrow)."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def default_threads(device: str, parameters: int) -> int:
+    """torch's CPU threads when none are asked for: one for a small model on CPU, every usable
+    core for a larger one; on a GPU, the CPU only preprocesses images, for which four are plenty."""
+    cores = usable_cores()
+    if not device.startswith("cpu"):
+        return min(4, cores)
+    return 1 if parameters < SMALL_MODEL_PARAMETERS else cores
+
+
 def _pick_device(device: str) -> str:
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
@@ -173,6 +197,7 @@ class HFOptions:
     adapter: str | None = None  # family adapter; None: picked by model id and config
     quantization: str | None = None  # 8bit or 4bit (bitsandbytes), where the family allows
     image_settings: str = "checkpoint"  # or "paper": the adapter's paper resolution settings (see `Adapter`)
+    threads: int | None = None  # torch's CPU threads; None: `default_threads`
 
 
 @backend("hf", options=HFOptions)
@@ -204,8 +229,12 @@ class HFBackend:
         adapter: str | None = None,
         quantization: str | None = None,
         image_settings: str = "checkpoint",
+        threads: int | None = None,
     ):
         import transformers
+
+        if threads is not None and threads < 1:
+            raise ValueError(f"threads must be at least 1, not {threads}")
 
         self.device = _pick_device(device)
         self.dtype = _pick_dtype(dtype, self.device)
@@ -238,6 +267,8 @@ class HFBackend:
         if quantization is None:  # quantized weights are placed by their loader
             self.model.to(self.device)
         self.model.eval()
+        self.threads = threads or default_threads(self.device, sum(p.numel() for p in self.model.parameters()))
+        torch.set_num_threads(self.threads)
         self.processor = self.adapter.prepare(self.model, self.processor)
         if CachedImageProcessor.assembles(getattr(self.processor, "image_processor", None)):
             self.processor.image_processor = CachedImageProcessor(self.processor.image_processor)
@@ -289,7 +320,9 @@ class HFBackend:
         """What the run records of this backend: processor settings mmctx changed from the
         checkpoint's, how often preprocessed images were reused, and which option-scoring path
         it chose, and why."""
-        used = {"processor_overrides": self.processor_overrides} if self.processor_overrides else {}
+        used: dict = {"threads": self.threads}
+        if self.processor_overrides:
+            used["processor_overrides"] = self.processor_overrides
         images = getattr(self.processor, "image_processor", None)
         used["image_preprocessing"] = images.usage() if isinstance(images, CachedImageProcessor) else {"cached": False}
         if self.option_check is None:

@@ -371,6 +371,7 @@ class OpenAIOptions:
     hints: ClassVar[dict[str, str]] = {
         "quantization": "a server quantizes as it was started; the client cannot change it",
         "trust_remote_code": "the server runs the model's code, not this process",
+        "threads": "the server runs the model, not this process; --max-concurrency paces the requests",
     }
 
 

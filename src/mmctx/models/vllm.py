@@ -511,7 +511,8 @@ class VLLMOptions:
     engine_kwargs: Mapping[str, Any] | None = None  # more `vllm.LLM` arguments (its own quantization, …)
 
     hints: ClassVar[dict[str, str]] = {
-        "quantization": "--quantization is the HF backend's (bitsandbytes); give vLLM's own in engine_kwargs"
+        "quantization": "--quantization is the HF backend's (bitsandbytes); give vLLM's own in engine_kwargs",
+        "threads": "--threads is the HF backend's (torch on CPU); vLLM runs on the GPU",
     }
 
 
