@@ -221,8 +221,25 @@ def _rows(path: Path) -> int:
 
 
 def _calls(server: ChatServer) -> list[str]:
-    """The prompts the server was asked for, less the judge's probe."""
-    return [prompt_text(r.body) for r in server.chat_records() if not prompt_text(r.body).startswith(PROBE)]
+    """The prompts the server was asked for, less the judge's probe and the fragments of requests
+    a kill cut off mid-send (a body that is not JSON: the killed run never asked it whole)."""
+    return [
+        prompt_text(r.body)
+        for r in server.chat_records()
+        if "_unparsed" not in r.body and not prompt_text(r.body).startswith(PROBE)
+    ]
+
+
+def _settle(server: ChatServer, quiet_s: float = 0.3, deadline_s: float = 30) -> None:
+    """Wait until the server has read all a killed process sent (runs keep requests in flight
+    while they commit): nothing in flight and no new request for ``quiet_s``."""
+    seen, quiet_since, deadline = -1, time.monotonic(), time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if len(server.records) != seen or server.in_flight:
+            seen, quiet_since = len(server.records), time.monotonic()
+        elif time.monotonic() - quiet_since >= quiet_s:
+            return
+        time.sleep(0.02)
 
 
 def _kill_then_resume(server: ChatServer, whole_args, killed_args, store: Path, stop_after: int) -> tuple[int, int]:
@@ -234,10 +251,11 @@ def _kill_then_resume(server: ChatServer, whole_args, killed_args, store: Path, 
     whole = len(_calls(server))
     server.records.clear()
     _kill_when_stopped(_mmctx(killed_args, store.name, stop_after))
+    _settle(server)
     stored = _rows(store)
     assert stop_after <= stored < whole, "the kill must land mid-step for this test to mean anything"
     before = len(_calls(server))
-    assert before > stored  # the batch in flight was asked but never committed
+    assert before > stored  # the batches in flight were asked but never committed
     out = _finish(_mmctx(killed_args, store.name))
     resumed = _calls(server)[before:]
     assert len(resumed) == whole - stored, out  # no stored call sent again, nothing missing

@@ -74,6 +74,12 @@ class Backend(Protocol):
     A backend that holds a credential (an API key) also defines ``secrets() -> tuple[str, ...]``:
     every stored text is redacted of them (`mmctx.models.store.backend_secrets`). It is optional, so
     it is not part of this protocol's required members.
+
+    A backend whose calls may overlap — an API client, called from several threads at once —
+    declares ``max_concurrency: int``, the requests it keeps in flight across all of them
+    (`declared_concurrency`). A run then keeps enough batches going to fill it instead of
+    waiting for each. Optional too: a backend without it (a local model, whose batch is its
+    capacity) is called one batch at a time, from one thread.
     """
 
     info: ModelInfo
@@ -82,3 +88,10 @@ class Backend(Protocol):
     def generate(self, requests: list[GenerateRequest]) -> list[Generation]: ...
 
     def score(self, requests: list[ScoreRequest]) -> list[OptionScores]: ...
+
+
+def declared_concurrency(backend: object) -> int | None:
+    """The requests ``backend`` keeps in flight across overlapping calls (its ``max_concurrency``),
+    or None when it declares none: its calls must not overlap."""
+    slots = getattr(backend, "max_concurrency", None)
+    return slots if isinstance(slots, int) and not isinstance(slots, bool) and slots > 0 else None

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, TypeVar
 
-from mmctx.models.base import Backend, GenerateRequest, Generation, OptionScores, ScoreRequest
+from mmctx.models.base import Backend, GenerateRequest, Generation, OptionScores, ScoreRequest, declared_concurrency
 from mmctx.models.keys import generate_key, score_key
 from mmctx.models.store import ResponseStore, backend_secrets
 
@@ -51,8 +51,8 @@ BATCH_PER_SLOT = 4
 
 def default_batch(backend: Backend) -> int:
     """Requests per committed batch for ``backend`` (see `StoredBackend`'s ``batch_size``)."""
-    slots = getattr(backend, "max_concurrency", None)
-    return BATCH_PER_SLOT * slots if isinstance(slots, int) and slots > 0 else DEFAULT_BATCH
+    slots = declared_concurrency(backend)
+    return BATCH_PER_SLOT * slots if slots else DEFAULT_BATCH
 
 
 @dataclass(frozen=True)

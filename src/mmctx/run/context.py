@@ -25,7 +25,7 @@ from pathlib import Path
 
 import mmctx
 from mmctx.data.clbench.suite import subset_or_none, table_level
-from mmctx.models.base import Backend, GenerateRequest, Generation, ModelInfo
+from mmctx.models.base import Backend, GenerateRequest, Generation, ModelInfo, declared_concurrency
 from mmctx.models.keys import request_key
 from mmctx.models.store import ResponseStore, backend_secrets
 from mmctx.prompts.context import (
@@ -38,7 +38,7 @@ from mmctx.prompts.context import (
 )
 from mmctx.prompts.messages import Prompt, prompt_fingerprint, render_text
 from mmctx.run.files import REQUESTS, STORE
-from mmctx.run.runner import RunError, _failure, _guarded, _progress, _write_atomic, open_run_manifest
+from mmctx.run.runner import RunError, _failure, _guarded, _progress, _write_atomic, open_run_manifest, pipelined
 from mmctx.schema import Benchmark, Sample, validate_sample
 
 # Bump when extraction, repair or evaluation changes what a stored response scores.
@@ -233,25 +233,30 @@ def _generate(
     config: ContextConfig,
     show: bool,
 ) -> tuple[int, int, int]:
-    """Send every ask whose key is not stored, a batch at a time, committing each batch."""
+    """Send every ask whose key is not stored, a batch per call, committing each batch as it
+    finishes; batches overlap up to the backend's declared concurrency (`pipelined`)."""
     stored = store.keys()
     pending = [a for a in asks if a[1] not in stored]
+    batches = [pending[start : start + config.batch_size] for start in range(0, len(pending), config.batch_size)]
+
+    def run(batch: list[tuple[str, str, Prompt]]) -> list[tuple]:
+        requests = [GenerateRequest(p, config.max_new_tokens) for _, _, p in batch]
+        outs = _guarded(backend.generate, requests, lambda exc: Generation(error=_failure(exc)))
+        rows = []
+        for (rid, key, _), g in zip(batch, outs):
+            payload = {
+                "text": g.text,
+                "prompt_tokens": g.prompt_tokens,
+                "output_tokens": g.output_tokens,
+                "truncated": g.truncated,
+            }
+            rows.append((key, rid if kind == "generate" else f"{rid}/repair", kind, payload, g.error))
+        return rows
+
     done = errors = 0
     with _progress(show) as progress:
         task = progress.add_task(f"{len(pending)} {kind} requests", total=len(pending))
-        for start in range(0, len(pending), config.batch_size):
-            batch = pending[start : start + config.batch_size]
-            requests = [GenerateRequest(p, config.max_new_tokens) for _, _, p in batch]
-            outs = _guarded(backend.generate, requests, lambda exc: Generation(error=_failure(exc)))
-            rows = []
-            for (rid, key, _), g in zip(batch, outs):
-                payload = {
-                    "text": g.text,
-                    "prompt_tokens": g.prompt_tokens,
-                    "output_tokens": g.output_tokens,
-                    "truncated": g.truncated,
-                }
-                rows.append((key, rid if kind == "generate" else f"{rid}/repair", kind, payload, g.error))
+        for batch, rows in pipelined(batches, run, declared_concurrency(backend)):
             store.put_many(rows)
             done += len(rows)
             errors += sum(1 for r in rows if r[4])

@@ -9,6 +9,11 @@
 A run started again in the same folder checks that its manifest matches, then asks only for
 the requests whose keys are not stored yet. One process at a time works in a folder: a second
 one started on it refuses at once (`run_lock`).
+
+Requests go out a chunk (``batch_size`` queries) per backend call. A backend whose calls may
+overlap (an API client declaring ``max_concurrency``) gets several chunks at once, from threads
+of their own, enough to keep its concurrency full (`pipelined`); the thread that opened the
+store commits each chunk as it finishes. A local model gets one chunk at a time.
 """
 
 from __future__ import annotations
@@ -17,12 +22,15 @@ import fcntl
 import json
 import os
 import platform
+import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections import deque
+from collections.abc import Callable, Iterator, Sized
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from rich.progress import (
     BarColumn,
@@ -39,7 +47,15 @@ from rich.text import Text
 import mmctx
 from mmctx.extract import extractor_version
 from mmctx.jsonl import read_jsonl
-from mmctx.models.base import Backend, GenerateRequest, Generation, ModelInfo, OptionScores, ScoreRequest
+from mmctx.models.base import (
+    Backend,
+    GenerateRequest,
+    Generation,
+    ModelInfo,
+    OptionScores,
+    ScoreRequest,
+    declared_concurrency,
+)
 from mmctx.models.store import ResponseStore, backend_secrets
 from mmctx.run.files import LOCK, MANIFEST, REQUESTS, STORE
 from mmctx.run.manifest import read_manifest
@@ -263,10 +279,13 @@ def execute(
     show_progress: bool = True,
     retry_errors: bool = False,
 ) -> RunStats:
-    """Send every request not yet stored; commit each batch as it completes."""
+    """Send every request not yet stored; commit each chunk as it completes.
+
+    Chunks overlap up to the backend's declared concurrency (`pipelined`), else go one at a time.
+    """
 
     def complete(chunks: list[Chunk], key_of: dict[str, str]) -> Iterator[tuple[Chunk, list[tuple]]]:
-        return ((chunk, _run_chunk(chunk, backend, key_of)) for chunk in chunks)
+        return pipelined(chunks, lambda chunk: _run_chunk(chunk, backend, key_of), declared_concurrency(backend))
 
     return execute_with(
         plan, backend.info, run_dir, complete, "requests", batch_size, show_progress, retry_errors,
@@ -307,6 +326,57 @@ def execute_with(
                 progress.update(task, advance=len({r.query_id for r in chunk}))
     stats.seconds = time.perf_counter() - started
     return stats
+
+
+Batch = TypeVar("Batch", bound=Sized)
+Out = TypeVar("Out")
+
+
+def pipelined(batches: list[Batch], run: Callable[[Batch], Out], capacity: int | None) -> Iterator[tuple[Batch, Out]]:
+    """``(batch, run(batch))`` for every batch, in the order they finish.
+
+    ``capacity`` None: one batch at a time, on the caller's thread (a local model's calls must
+    not overlap). Else each batch runs on a thread of its own, and batches are started while
+    fewer requests than the next one holds wait beyond ``capacity``: the backend's slots stay
+    full, a batch's worth of requests waits to take each slot as it frees (a batch finishes
+    only with its slowest request), and a kill loses no more than what was started.
+
+    Results come back on the caller's thread, which alone writes the store. The threads are
+    daemons, and after an exception (Ctrl-C included) nothing waits for them: the batches in
+    flight are abandoned, as a killed run's are, and a resumed run asks for them again.
+    """
+    if capacity is None:
+        for batch in batches:
+            yield batch, run(batch)
+        return
+    todo = deque(batches)
+    finished: queue.SimpleQueue = queue.SimpleQueue()  # (batch, out, exception) as each ends
+
+    def work(batch: Batch) -> None:
+        try:
+            finished.put((batch, run(batch), None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread, which raises it
+            finished.put((batch, None, exc))
+
+    load = _start_while_room(todo, 0, capacity, work)
+    while load:
+        batch, out, exc = finished.get()
+        load -= len(batch)
+        if exc is not None:
+            raise exc
+        # Before handing this one back: the backend keeps working while the caller commits.
+        load = _start_while_room(todo, load, capacity, work)
+        yield batch, out
+
+
+def _start_while_room(todo: deque, load: int, capacity: int, work: Callable) -> int:
+    """Start batches from ``todo`` on daemon threads while the requests waiting beyond ``capacity``
+    are fewer than the next batch holds; ``load`` is the requests already running. Returns the new load."""
+    while todo and load - capacity < len(todo[0]):
+        batch = todo.popleft()
+        load += len(batch)
+        threading.Thread(target=work, args=(batch,), name="mmctx-batch", daemon=True).start()
+    return load
 
 
 def _guarded(call, items: list, failed) -> list:
