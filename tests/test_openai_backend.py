@@ -114,7 +114,11 @@ def test_generation_reads_text_usage_truncation_and_sends_stops(server):
     assert (cut.text, cut.truncated, cut.output_tokens) == ("the red", True, 2)
     assert (whole.text, whole.truncated, whole.output_tokens) == ("the red ball is big", False, 5)
     assert cut.prompt_tokens > 0 and cut.error is None
-    assert server.chat_records()[0].body["stop"] == ["\n\n"]
+    # The two requests travel concurrently: find each by its prompt, not by arrival order.
+    stops = {json.dumps(r.body["messages"]): r.body.get("stop") for r in server.chat_records()}
+    assert len(stops) == 2
+    assert [v for k, v in stops.items() if "Describe it." in k] == [["\n\n"]]
+    assert [v for k, v in stops.items() if "Again." in k] == [None]
 
 
 def test_a_missing_image_is_an_error_not_a_crash(server, tmp_path):
