@@ -16,7 +16,7 @@ scores in [0, 1] keyed by judge name, then sample id.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import combinations
 
@@ -80,8 +80,11 @@ def alpha_level(values: Iterable[float]) -> str:
     return "nominal" if all(v in (0.0, 1.0) for v in values) else "interval"
 
 
-def krippendorff_alpha(matrix: np.ndarray, level: str) -> float:
-    """α of a judges × samples matrix with NaN for missing ratings; NaN when undefined."""
+def krippendorff_alpha(matrix: np.ndarray, level: str, value_domain: Sequence[float] | None = None) -> float:
+    """α of a judges × samples matrix with NaN for missing ratings; NaN when undefined.
+
+    ``value_domain`` lists the scale's values in order (the package otherwise takes those present).
+    """
     try:
         import krippendorff
     except ImportError:
@@ -91,7 +94,8 @@ def krippendorff_alpha(matrix: np.ndarray, level: str) -> float:
     values = matrix[~np.isnan(matrix)]
     if len(np.unique(values)) < 2:
         return math.nan
-    return float(krippendorff.alpha(reliability_data=matrix, level_of_measurement=level))
+    domain = None if value_domain is None else list(value_domain)
+    return float(krippendorff.alpha(reliability_data=matrix, level_of_measurement=level, value_domain=domain))
 
 
 def judge_agreement(

@@ -10,9 +10,11 @@ import sys
 from mmctx.cli import evaluate, benchmarks, curation, models, demo  # noqa: F401
 
 # isort: on
+from mmctx.cli.annotate import app as annotate_app
 from mmctx.cli.clbench import app as clbench_app
 from mmctx.cli.common import app
 
+app.add_typer(annotate_app, name="annotate")
 app.add_typer(clbench_app, name="clbench")
 
 
