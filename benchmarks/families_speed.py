@@ -9,16 +9,17 @@ against `HFBackend.score_naive` (the unshared reference: one full forward per op
 processor) on the same requests.
 
 How it is timed, so that a machine busy with other work slows both sides alike: one warm-up
-query each way (which also chooses the path), then ``--rounds`` rounds, each timing all of a
-format's queries one way and then the other, the order alternating from round to round. Each
-round gives one ratio (reference seconds / path seconds); printed is their median (min–max).
+query each way (which also chooses the path), then ``--rounds`` rounds, each scoring every one
+of a format's queries both ways back to back, which way first alternating from query to query
+and from round to round. Each round gives one ratio (reference seconds / path seconds, summed
+over its queries); printed is their median (min–max).
 Every round's scores are compared: token counts and prompt tokens must be identical and the
 largest |Δ log-likelihood| within `mmctx.models.hf.EXACT_TOLERANCE` (1e-4 in fp32), or the row
 fails. The expected ratio of a shared-prefix path is about the number of options (one prefill
 per query instead of one per option); the goal printed is 0.8 × options. A ``per_option`` model
 runs the reference's own forwards: its ratio is about 1 by construction.
 
-    python benchmarks/families_speed.py [--models llava,builtin:shapes-vlm] [--queries 2] [--rounds 3] [--threads 1]
+    python benchmarks/families_speed.py [--models llava,builtin:shapes-vlm] [--queries 3] [--rounds 5] [--threads 1]
 """
 
 from __future__ import annotations
@@ -83,8 +84,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--models", default="", help=f"comma-separated tiny families and/or {SHIPPED} (default: all of them)"
     )
-    parser.add_argument("--queries", type=int, default=2, help="8-shot queries per format (caption/foil, MCQA)")
-    parser.add_argument("--rounds", type=int, default=3, help="timed rounds per format (at least 3)")
+    parser.add_argument("--queries", type=int, default=3, help="8-shot queries per format (caption/foil, MCQA)")
+    parser.add_argument("--rounds", type=int, default=5, help="timed rounds per format (at least 3)")
     parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: every core)")
     parser.add_argument("--hidden", type=int, default=256, help="language model width of the tiny checkpoints")
     parser.add_argument("--layers", type=int, default=4, help="language model depth of the tiny checkpoints")
@@ -139,32 +140,33 @@ def measure(model: str, bench, args: argparse.Namespace, workdir: Path) -> list[
 
 
 def time_rounds(backend, requests: list, rounds: int, row: SpeedRow) -> None:
-    """Warm up, then ``rounds`` alternating rounds; fills ``row`` and checks both sides agree."""
+    """Warm up, then ``rounds`` rounds; fills ``row`` and checks that both sides agree.
+
+    Within a round each query is scored both ways back to back, which way first alternating
+    from query to query and from round to round, so that a burst of other work on the machine
+    lands on both sides alike; a round's ratio is of its summed seconds.
+    """
     from mmctx.models.hf import EXACT_TOLERANCE
 
-    def fast() -> list:
-        return backend.score(requests)
-
-    def naive() -> list:
-        return [backend.score_naive(r) for r in requests]
-
+    sides = {"fast": lambda r: backend.score([r])[0], "naive": backend.score_naive}
     backend.score(requests[:1])  # a model's first scored query chooses its path
     backend.score_naive(requests[0])
     row.path, row.queries = backend.option_path or "undecided", len(requests)
     for i in range(rounds):
-        order = (fast, naive) if i % 2 == 0 else (naive, fast)
-        results, seconds = {}, {}
-        for side in order:
-            start = time.perf_counter()
-            results[side] = side()
-            seconds[side] = time.perf_counter() - start
-        row.fast_s.append(seconds[fast])
-        row.naive_s.append(seconds[naive])
-        row.max_diff = max(row.max_diff, compare(results[fast], results[naive]))
+        results: dict[str, list] = {"fast": [], "naive": []}
+        seconds = {"fast": 0.0, "naive": 0.0}
+        for j, request in enumerate(requests):
+            for side in ("fast", "naive") if (i + j) % 2 == 0 else ("naive", "fast"):
+                start = time.perf_counter()
+                results[side].append(sides[side](request))
+                seconds[side] += time.perf_counter() - start
+        row.fast_s.append(seconds["fast"])
+        row.naive_s.append(seconds["naive"])
+        row.max_diff = max(row.max_diff, compare(results["fast"], results["naive"]))
     tolerance = EXACT_TOLERANCE[backend.dtype]
     if not row.max_diff <= tolerance:
         raise RuntimeError(f"scores differ by {row.max_diff:.2e} nats (tolerance {tolerance:g})")
-    row.prompt_tokens = sum(s.prompt_tokens for s in results[fast]) / len(requests)
+    row.prompt_tokens = sum(s.prompt_tokens for s in results["fast"]) / len(requests)
 
 
 def compare(fast: list, naive: list) -> float:
