@@ -146,7 +146,7 @@ def random_case(rng: random.Random) -> tuple[str, list[tuple[str, str]]]:
 def test_sentencepiece_style_tokenizers_get_the_reference_spans(kind):
     tokenizer = sentencepiece_like(kind)
     restarts = restart_tokens(tokenizer)
-    assert {tokenizer.convert_tokens_to_ids(t) for t in SPECIAL} <= restarts
+    assert {tokenizer.convert_tokens_to_ids(t) for t in SPECIAL} <= restarts.keys()
     rng, shortcut = random.Random(0), 0
     for _ in range(400):
         prompt_text, conts = random_case(rng)
@@ -174,6 +174,23 @@ def test_added_tokens_that_could_reach_across_the_cut_are_no_restart(tmp_path):
     prompt = encode_prompt(tokenizer, "[INST]hi a<x>")
     encoded = encode_options(tokenizer, prompt, [("", "b")], restarts)
     assert spans_of(prompt.ids, encoded, "m") == option_spans(tokenizer, prompt.text, [("", "b")], "m")
+
+
+def test_a_restart_id_that_merges_reach_from_other_text_is_no_cut():
+    """ "▁red" added as a token keeps its vocabulary id, which the merges also give " red": an id alone
+    does not show that the tokenizer split there."""
+    from tokenizers import AddedToken
+
+    tokenizer = sentencepiece_like("metaspace")
+    tokenizer.add_tokens([AddedToken("▁red", normalized=False)])
+    red, inst = tokenizer.convert_tokens_to_ids("▁red"), tokenizer.convert_tokens_to_ids("[INST]")
+    restarts = restart_tokens(tokenizer)
+    prompt = encode_prompt(tokenizer, "x[INST] red")
+    assert red in restarts and prompt.ids[-1] == red
+    conts = [("", "dish"), ("", " blue")]
+    encoded = encode_options(tokenizer, prompt, conts, restarts)
+    assert [e.kept for e in encoded] == [prompt.ids.index(inst)] * 2
+    assert spans_of(prompt.ids, encoded, "m") == option_spans(tokenizer, prompt.text, conts, "m")
 
 
 class ContextDependent:

@@ -413,7 +413,7 @@ class HFBackend:
         return option_tokens(self.tokenizer, context, option)
 
     @cached_property
-    def _restarts(self) -> frozenset[int]:
+    def _restarts(self) -> dict[int, str]:
         """See `mmctx.models.spans.restart_tokens`."""
         return restart_tokens(self.tokenizer)
 

@@ -165,8 +165,8 @@ def encode_prompt(tokenizer: Any, text: str) -> EncodedPrompt:
     return EncodedPrompt(text, enc["input_ids"], [tuple(o) for o in enc["offset_mapping"]])
 
 
-def restart_tokens(tokenizer: Any) -> frozenset[int]:
-    """Added tokens after which a tokenizer's output does not depend on the text before them.
+def restart_tokens(tokenizer: Any) -> dict[int, str]:
+    """Added tokens (id: text) from which a tokenizer's output does not depend on the text before them.
 
     A `tokenizers` (fast) tokenizer first splits its input at added tokens, then normalises,
     pre-tokenises and merges each piece on its own; so from an added token that the split
@@ -179,14 +179,14 @@ def restart_tokens(tokenizer: Any) -> frozenset[int]:
     """
     added = getattr(tokenizer, "added_tokens_decoder", None)
     if not getattr(tokenizer, "is_fast", False) or not added or getattr(tokenizer, "split_special_tokens", False):
-        return frozenset()
+        return {}
     inner = "\0".join(t.content[1:] for t in added.values())
-    return frozenset(
-        i
+    return {
+        i: t.content
         for i, t in added.items()
         if t.content and "\0" not in t.content and t.content not in inner
         and not (t.normalized or t.lstrip or t.single_word)
-    )  # fmt: skip
+    }  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -199,15 +199,17 @@ class OptionTokens:
 
 
 def encode_options(
-    tokenizer: Any, prompt: EncodedPrompt, conts: Sequence[tuple[str, str]], restarts: frozenset[int]
+    tokenizer: Any, prompt: EncodedPrompt, conts: Sequence[tuple[str, str]], restarts: dict[int, str]
 ) -> list[OptionTokens]:
     """Per ``(lead, text)``, `option_tokens` of ``prompt.text + lead`` and ``text``, equal to it
     token for token, tokenising only the tail from the prompt's last restart token on.
 
-    That tokenising from there reproduces the prompt's own tokens is checked, not assumed;
-    where it does not, or the prompt holds no restart token, each option is tokenised whole.
+    The restart token must stand in the prompt as its own text (not an id the model's merges
+    reach from other text), and tokenising from it must reproduce the prompt's own tokens: both
+    are checked, not assumed; where either fails, or the prompt holds no restart token, each
+    option is tokenised whole.
     """
-    cut = next((k for k in range(len(prompt.ids) - 1, -1, -1) if prompt.ids[k] in restarts), None)
+    cut = next((k for k in range(len(prompt.ids) - 1, -1, -1) if _stands_as_added(prompt, k, restarts)), None)
     if cut is not None:
         tail = prompt.text[prompt.offsets[cut][0] :]
         if text_ids(tokenizer, tail) == prompt.ids[cut:]:
@@ -215,6 +217,11 @@ def encode_options(
             if all(ids[:1] == prompt.ids[cut : cut + 1] for ids, _ in tails):
                 return [OptionTokens(cut, ids, n) for ids, n in tails]
     return [OptionTokens(0, *option_tokens(tokenizer, prompt.text + lead, text)) for lead, text in conts]
+
+
+def _stands_as_added(prompt: EncodedPrompt, k: int, restarts: dict[int, str]) -> bool:
+    text = restarts.get(prompt.ids[k])
+    return text is not None and prompt.text.startswith(text, prompt.offsets[k][0])
 
 
 def spans_of(
