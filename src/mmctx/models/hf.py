@@ -12,7 +12,11 @@ model takes is decided once, on its first scored query, against one full forward
 on a probe of multi-token options (`OptionCheck`); a model that no shared-prefix path scores
 exactly is scored one full forward per option. The option's tokens are located in the
 text-token space, where image expansion cannot shift them, and the alignment with the
-processor's expanded ids is checked, not assumed.
+processor's expanded ids is checked, not assumed. The long prompt is tokenised once per query
+and each option only from the prompt's last special token on (`mmctx.models.spans.encode_options`,
+equal token for token to tokenising it whole). The chat template still renders the whole
+conversation once per option: a template may treat an answer's text in any way (trim it, open
+it with a think block), and nothing short of rendering shows how.
 Whatever the chat template puts between the generation prompt and the answer (a space, an
 empty ``<think></think>`` block) is context, not option.
 """
@@ -23,6 +27,7 @@ import copy
 import logging
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import torch
@@ -42,15 +47,17 @@ from mmctx.models.images import load_rgb
 from mmctx.models.registry import backend, option_values
 from mmctx.models.revision import folder_digest
 from mmctx.models.spans import (
+    EncodedPrompt,
     ModelError,
     answer_turn,
     chat_conversation,
-    common_prefix,
     common_suffix,
     continuations,
-    option_spans,
+    encode_options,
+    encode_prompt,
     option_tokens,
-    text_ids,
+    restart_tokens,
+    spans_of,
 )
 from mmctx.prompts.messages import Prompt
 
@@ -442,23 +449,28 @@ class HFBackend:
         answered = [self._template(hf + [answer_turn(option)], False) for option in options]
         return continuations(prompt_text, answered, options, model=self.info.name)
 
-    def _text_ids(self, text: str) -> list[int]:
-        return text_ids(self.tokenizer, text)
-
     def _option_tokens(self, context: str, option: str) -> tuple[list[int], int]:
         """See `mmctx.models.spans.option_tokens`."""
         return option_tokens(self.tokenizer, context, option)
 
-    @staticmethod
-    def _common(a: list[int], b: list[int]) -> int:
-        return common_prefix(a, b)
+    @cached_property
+    def _restarts(self) -> dict[int, str]:
+        """See `mmctx.models.spans.restart_tokens`."""
+        return restart_tokens(self.tokenizer)
 
-    def _option_spans(self, prompt_text: str, conts: list[tuple[str, str]]) -> tuple[int, list[list[int]], list[int]]:
-        """``(drop, suffixes, starts)``: see `mmctx.models.spans.option_spans`."""
-        return option_spans(self.tokenizer, prompt_text, conts, model=self.info.name)
+    def _option_spans(
+        self, prompt: EncodedPrompt, conts: list[tuple[str, str]]
+    ) -> tuple[int, list[list[int]], list[int]]:
+        """``(drop, suffixes, starts)`` of `mmctx.models.spans.option_spans`, token for token.
 
-    def _check_alignment(self, expanded: list[int], prompt_text: str, drop: int) -> None:
-        """The processed prompt must end with the text-only tokenisation's last ``drop + 1`` tokens.
+        The long prompt is tokenised once per query (``prompt``), each option only from the
+        prompt's last restart token on (`mmctx.models.spans.encode_options`).
+        """
+        encoded = encode_options(self.tokenizer, prompt, conts, self._restarts)
+        return spans_of(prompt.ids, encoded, model=self.info.name)
+
+    def _check_alignment(self, expanded: list[int], text_ids: list[int], drop: int) -> None:
+        """The processed prompt must end with the text-only tokenisation's (``text_ids``) last ``drop + 1`` tokens.
 
         Option tokens are located in text space and appended after ``expanded[:-drop]``; that is
         right when the tokens around that boundary are the same in both. A processor may rewrite
@@ -467,7 +479,6 @@ class HFBackend:
         only its end. The first scored query also checks the result against one full forward
         per option through the processor (`_choose_path`).
         """
-        text_ids = self._text_ids(prompt_text)
         image_ids = {
             getattr(self.processor, "image_token_id", None),
             getattr(self.model.config, "image_token_id", None),
@@ -486,10 +497,11 @@ class HFBackend:
         hf, images = self._hf_messages(request.messages)
         prompt_text = self._template(hf, generation_prompt=True)
         conts = self._continuations(hf, prompt_text, request.options)
-        drop, suffixes, starts = self._option_spans(prompt_text, conts)
+        prompt = encode_prompt(self.tokenizer, prompt_text)
+        drop, suffixes, starts = self._option_spans(prompt, conts)
         inputs = self._process([prompt_text], [images])
         expanded = inputs["input_ids"][0].tolist()
-        self._check_alignment(expanded, prompt_text, drop)
+        self._check_alignment(expanded, prompt.ids, drop)
         context_len = len(expanded) - drop
         error = self._overflow(context_len, max(len(s) for s in suffixes))
         if error:

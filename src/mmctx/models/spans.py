@@ -11,6 +11,14 @@ those tokens in the *text* token space, where image expansion cannot shift them:
   belongs to the option, as in lm-eval.
 - `option_spans`: the shared context of all options and, per option, its continuation.
 
+`option_spans` tokenises the whole prompt again with every option: the definition, kept as the
+reference. `encode_prompt`, `encode_options` and `spans_of` give the same spans token for token
+with the long prompt tokenised once per query and each option only from the prompt's last
+`restart_tokens` token on (an added token that a fast tokenizer splits on before anything else,
+so that what follows it tokenises alike whatever precedes it); that tokenising from there
+reproduces the prompt's own tokens is checked on every query, and a prompt where it does not,
+or with no such token, has every option tokenised whole.
+
 Pure functions of strings, token ids and a tokenizer (anything called like a transformers
 tokenizer): no model, no torch. The HF backend and the vLLM backend both call them, so both
 score the same tokens.
@@ -19,6 +27,7 @@ score the same tokens.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from mmctx.prompts.messages import ImagePart, Prompt, TextPart
@@ -96,12 +105,19 @@ def option_tokens(tokenizer: Any, context: str, option: str) -> tuple[list[int],
     return enc["input_ids"], sum(1 for _, end in enc["offset_mapping"] if end > len(context))
 
 
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """How many leading items ``a`` and ``b`` share."""
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
+def common_prefix(a: Sequence, b: Sequence) -> int:
+    """How many leading items ``a`` and ``b`` (strings or token ids) share.
+
+    A binary search on slice equality: the comparisons run in C, and a prompt's ids are long.
+    """
+    low, high = 0, min(len(a), len(b))  # the answer lies in [low, high]
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[low:middle] == b[low:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def common_suffix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -127,6 +143,97 @@ def option_spans(
     shared = min(common_prefix(prompt_ids, full) for full, _ in encoded)
     suffixes = [full[shared:] for full, _ in encoded]
     starts = [len(full) - n_option - shared for full, n_option in encoded]
+    if min(starts) < 0:
+        raise ModelError(f"{model}: an option's tokens reach into the shared prompt")
+    return len(prompt_ids) - shared, suffixes, starts
+
+
+# ---- the same spans, tokenising the long prompt once per query ------------------------------
+
+
+@dataclass(frozen=True)
+class EncodedPrompt:
+    """The generation prompt tokenised once (`text_ids`), with each token's character span."""
+
+    text: str
+    ids: list[int]
+    offsets: list[tuple[int, int]]
+
+
+def encode_prompt(tokenizer: Any, text: str) -> EncodedPrompt:
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    return EncodedPrompt(text, enc["input_ids"], [tuple(o) for o in enc["offset_mapping"]])
+
+
+def restart_tokens(tokenizer: Any) -> dict[int, str]:
+    """Added tokens (id: text) from which a tokenizer's output does not depend on the text before them.
+
+    A `tokenizers` (fast) tokenizer first splits its input at added tokens, then normalises,
+    pre-tokenises and merges each piece on its own; so from an added token that the split
+    matched on, tokenising the rest of the text alone gives the same tokens, provided that
+    - the token is matched on the raw text (not ``normalized``), reaches no further left than its
+      own text (not ``lstrip``) and needs no word boundary before it (not ``single_word``);
+    - no added token contains its text after a first character: such a token could start
+      earlier, in the prompt, and run into whatever text is appended.
+    Any other tokenizer (and one that encodes special tokens as text) has none.
+    """
+    added = getattr(tokenizer, "added_tokens_decoder", None)
+    if not getattr(tokenizer, "is_fast", False) or not added or getattr(tokenizer, "split_special_tokens", False):
+        return {}
+    inner = "\0".join(t.content[1:] for t in added.values())
+    return {
+        i: t.content
+        for i, t in added.items()
+        if t.content and "\0" not in t.content and t.content not in inner
+        and not (t.normalized or t.lstrip or t.single_word)
+    }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class OptionTokens:
+    """`option_tokens` of one option, stored as the prompt's first ``kept`` tokens then ``ids``."""
+
+    kept: int
+    ids: list[int]
+    n_option: int
+
+
+def encode_options(
+    tokenizer: Any, prompt: EncodedPrompt, conts: Sequence[tuple[str, str]], restarts: dict[int, str]
+) -> list[OptionTokens]:
+    """Per ``(lead, text)``, `option_tokens` of ``prompt.text + lead`` and ``text``, equal to it
+    token for token, tokenising only the tail from the prompt's last restart token on.
+
+    The restart token must stand in the prompt as its own text (not an id the model's merges
+    reach from other text), and tokenising from it must reproduce the prompt's own tokens: both
+    are checked, not assumed; where either fails, or the prompt holds no restart token, each
+    option is tokenised whole.
+    """
+    cut = next((k for k in range(len(prompt.ids) - 1, -1, -1) if _stands_as_added(prompt, k, restarts)), None)
+    if cut is not None:
+        tail = prompt.text[prompt.offsets[cut][0] :]
+        if text_ids(tokenizer, tail) == prompt.ids[cut:]:
+            tails = [option_tokens(tokenizer, tail + lead, text) for lead, text in conts]
+            if all(ids[:1] == prompt.ids[cut : cut + 1] for ids, _ in tails):
+                return [OptionTokens(cut, ids, n) for ids, n in tails]
+    return [OptionTokens(0, *option_tokens(tokenizer, prompt.text + lead, text)) for lead, text in conts]
+
+
+def _stands_as_added(prompt: EncodedPrompt, k: int, restarts: dict[int, str]) -> bool:
+    text = restarts.get(prompt.ids[k])
+    return text is not None and prompt.text.startswith(text, prompt.offsets[k][0])
+
+
+def spans_of(
+    prompt_ids: list[int], encoded: Sequence[OptionTokens], model: str
+) -> tuple[int, list[list[int]], list[int]]:
+    """`option_spans`' ``(drop, suffixes, starts)`` from the prompt's ids and each option's tokens.
+
+    Only the options' own ids are compared with the prompt's: the ``kept`` tokens are its own.
+    """
+    shared = min(e.kept + common_prefix(prompt_ids[e.kept :], e.ids) for e in encoded)
+    suffixes = [prompt_ids[shared : e.kept] + e.ids[max(shared - e.kept, 0) :] for e in encoded]
+    starts = [e.kept + len(e.ids) - e.n_option - shared for e in encoded]
     if min(starts) < 0:
         raise ModelError(f"{model}: an option's tokens reach into the shared prompt")
     return len(prompt_ids) - shared, suffixes, starts
