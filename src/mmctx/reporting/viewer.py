@@ -153,6 +153,8 @@ def _load_results(run_dir: Path, requests: list[dict]) -> tuple[list[SampleResul
             row = {k: v for k, v in record.items() if k in known}
             for k in ("loglikelihoods", "token_counts", "probs"):
                 row[k] = tuple(row.get(k) or ())
+            if row.get("cot_tags") is not None:  # absent from results stored before tags existed
+                row["cot_tags"] = tuple(str(t) for t in row["cot_tags"])
             try:
                 by_id[row["request_id"]] = SampleResult(**row)
             except (KeyError, TypeError) as exc:
