@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from mmctx.analysis.cot_failures import cot_tag_counts
+from mmctx.reporting.cot_tables import cot_tags_markdown, cot_tags_rows
 from mmctx.reporting.escaping import markdown_text as md
 from mmctx.reporting.summary import (
     ModelResults,
@@ -60,10 +62,12 @@ def write_report_results(
 
     Files (in ``out``):
 
-    - ``report.md``: Table 1 columns, the comparison table, Table 4/5 layout, uncertainty, difficulty;
+    - ``report.md``: Table 1 columns, the comparison table, Table 4/5 layout, CoT failure tags,
+      uncertainty, difficulty;
     - ``metrics.csv`` (every cell), ``table1.csv``, ``comparisons.csv`` (one row per model ×
       scorer × comparison), ``comparisons_by_task.csv``, ``uncertainty.csv``, ``reliability.csv``,
-      ``difficulty.csv``;
+      ``difficulty.csv``; ``cot_tags.csv`` (one row per model × task × CoT setting) where a run
+      has CoT responses;
     - with ``latex``: ``table1.tex``, ``table4.tex`` (generation), ``table5.tex`` (ppl);
     - with ``figures`` (PNG + PDF each): ``accuracy_generate``, ``accuracy_ppl``, ``uncertainty``,
       ``reliability``, ``difficulty_generate``, ``difficulty_ppl`` — each only where its data exists.
@@ -81,6 +85,7 @@ def write_report_results(
     comparisons = [row for row in by_task if row.task == AVERAGE]
     unc = uncertainty(runs)
     diff = difficulty_counts(runs)
+    cot = [(model, cot_tag_counts(results)) for model, results in runs]
 
     paths: list[Path] = []
     write_csv([(m, list(cs)) for m, cs in cells], out / "metrics.csv")
@@ -91,6 +96,9 @@ def write_report_results(
     paths.append(_write_csv(out / "uncertainty.csv", uncertainty_rows(unc)))
     paths.append(_write_csv(out / "reliability.csv", reliability_rows(unc)))
     paths.append(_write_csv(out / "difficulty.csv", difficulty_rows(diff)))
+    cot_rows = cot_tags_rows(cot)
+    if cot_rows:
+        paths.append(_write_csv(out / "cot_tags.csv", cot_rows))
 
     sections = ["# mmctx report\n", f"Models: {', '.join(md(n) for n in names)}\n"]
     for scorer in ("generate", "ppl"):
@@ -98,6 +106,8 @@ def write_report_results(
             sections.append(f"## Table 1 columns ({scorer}: Avg. accuracy, %)\n\n" + table1_markdown(cells, scorer))
     sections.append("## Paired comparisons\n\n" + comparison_markdown(comparisons))
     sections.append(markdown_tables([(m, list(cs)) for m, cs in cells]))
+    if cot_rows:
+        sections.append("## CoT failure tags\n\n" + cot_tags_markdown(cot))
     if unc:
         sections.append(
             "## Uncertainty (ppl: probability of the chosen option)\n\n" + uncertainty_markdown(uncertainty_rows(unc))
