@@ -71,6 +71,7 @@ def test_repetition_rate_is_the_share_of_repeated_word_4grams() -> None:
     assert repetition_rate("x y z w x y z w") == pytest.approx(1 / 5)
     assert repetition_rate("Go on. GO ON, go on! go on") == pytest.approx(1 - 2 / 5)  # case and punctuation aside
     assert repetition_rate("a b c " * 40) > 0.95
+    assert repetition_rate("x_y_z_w_x_y_z_w") == pytest.approx(1 / 5)  # underscores separate words
 
 
 def test_loop_needs_enough_4grams_and_the_threshold() -> None:

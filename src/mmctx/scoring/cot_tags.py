@@ -18,7 +18,8 @@ The parts of a response are those the extraction rules read (:mod:`mmctx.extract
   revision cue ("wait", "actually", …) follows where it was read: then the reasoning states no
   choice. A guess ("the answer is probably A") is a choice.
 
-A word is a run of letters, digits or underscores (``\\w+``).
+A word is a run of letters or digits (``[^\\W_]+``): an underscore separates words, so a
+generation stuck on ``_word_word_word`` reads as the loop it is.
 
 Tags (`cot_tag_names`, in this order):
 
@@ -92,7 +93,7 @@ REPETITION_THRESHOLD = 0.4
 # Below this many 4-grams (23 words) a response is too short for a rate to mean a loop.
 REPETITION_MIN_NGRAMS = 20
 
-_WORD = re.compile(r"\w+")
+_WORD = re.compile(r"[^\W_]+")
 
 
 def _words(text: str) -> list[str]:
@@ -176,7 +177,7 @@ def _last_place(text: str, span: str) -> int:
     found = _words(span)
     if not found:
         return len(text)
-    pattern = re.compile(r"\b" + r"\W+".join(re.escape(w) for w in found) + r"\b")
+    pattern = re.compile(r"(?<![^\W_])" + r"[\W_]+".join(re.escape(w) for w in found) + r"(?![^\W_])")
     matches = list(pattern.finditer(text))
     return matches[-1].start() if matches else len(text)
 
