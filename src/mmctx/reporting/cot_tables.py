@@ -1,4 +1,4 @@
-"""The CoT failure-tag table: per model, task and CoT setting, how many responses carry each tag.
+"""The CoT tables: failure tags per model, task and CoT setting; a judge's readings of the reasoning.
 
 Markdown cells read ``count (share %)`` of the setting's tagged CoT responses; a response may
 carry several tags, so a row's tags can add up to more than its responses. The CSV holds the
@@ -9,12 +9,14 @@ counts (one row per model × task × setting, one column per tag). Names are wri
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 
-from mmctx.analysis.cot_failures import CotTagCounts
+from mmctx.analysis.cot_failures import CotJudgementCounts, CotTagCounts
 from mmctx.reporting.escaping import markdown_text as md
 from mmctx.scoring.cot_tags import cot_tag_descriptions
 
 ModelCotCounts = tuple[str, Sequence[CotTagCounts]]
+ModelJudgementCounts = tuple[str, Sequence[CotJudgementCounts]]
 
 
 def _cell(count: int, row: CotTagCounts) -> str:
@@ -52,3 +54,32 @@ def cot_tags_rows(runs: Sequence[ModelCotCounts]) -> list[dict]:
         for model, rows in runs
         for row in rows
     ]
+
+
+_JUDGED = (
+    ("reasoning correct", "reasoning_correct"),
+    ("right reasoning, wrong answer", "right_reasoning_wrong_answer"),
+    ("wrong reasoning, right answer", "wrong_reasoning_right_answer"),
+)
+
+
+def cot_judgements_markdown(runs: Sequence[ModelJudgementCounts]) -> str:
+    """Per model and setting: responses judged, judge errors, and each reading as ``count (share %)``."""
+    if not any(rows for _, rows in runs):
+        return ""
+    head = ["Model", "Setting", "judged", "judge errors"] + [title for title, _ in _JUDGED]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for model, rows in runs:
+        for row in rows:
+            cells = [md(model), md(row.setting), str(row.judged), str(row.judge_errors)]
+            cells += [
+                f"{getattr(row, key)} ({100 * row.share(getattr(row, key)):.0f}%)" if row.judged else "–"
+                for _, key in _JUDGED
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
+    note = "Shares of the judged responses; a wrong answer includes an unparsed one."
+    return "\n".join(lines) + "\n\n" + note + "\n"
+
+
+def cot_judgements_rows(runs: Sequence[ModelJudgementCounts]) -> list[dict]:
+    return [{"model": model} | asdict(row) for model, rows in runs for row in rows]
