@@ -170,6 +170,7 @@ def test_write_report_end_to_end(tiny_runs, tmp_path: Path) -> None:
     expected = {f"{f}.{ext}" for f in figures for ext in ("png", "pdf")}
     expected |= {"table1.tex", "table4.tex", "table5.tex", "report.md", "metrics.csv", "table1.csv"}
     expected |= {"comparisons.csv", "comparisons_by_task.csv", "uncertainty.csv", "reliability.csv", "difficulty.csv"}
+    expected |= {"cot_tags.csv"}  # the runs have a CoT setting
     assert names == expected
     for name in (n for n in names if n.endswith(".png")):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -186,6 +187,13 @@ def test_write_report_end_to_end(tiny_runs, tmp_path: Path) -> None:
     report = (out / "report.md").read_text()
     assert re.search(r"\| tiny-llava \| ppl \| 4-shot similar vs random \|", report)
     assert r"\begin{table*}" in (out / "table4.tex").read_text()
+    # CoT failure tags: the one CoT setting, its one task and all tasks, per model; 2 responses each
+    with open(out / "cot_tags.csv", encoding="utf-8") as f:
+        cot = list(csv.DictReader(f))
+    assert [(r["model"], r["task"], r["setting"], r["responses"]) for r in cot] == [
+        (m, task, "4-similar-cot", "2") for m, _ in tiny_runs for task in ("attribute_recognition", "All tasks")
+    ]
+    assert "## CoT failure tags" in report
 
 
 def test_capability_heatmap_and_complexity_scatter_are_written(tmp_path):

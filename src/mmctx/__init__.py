@@ -1,7 +1,7 @@
 """mmctx: multimodal in-context benchmarks.
 
 The public API (`mmctx.api`): ``mmctx.evaluate``, ``mmctx.score``, ``mmctx.report``,
-``mmctx.view``, with tasks from `mmctx.tasks` (``mmctx.Task``, ``mmctx.task``). They are imported
+``mmctx.view``, ``mmctx.judge_cot``, with tasks from `mmctx.tasks` (``mmctx.Task``, ``mmctx.task``). They are imported
 on first use, so ``import mmctx`` stays light.
 """
 
@@ -16,6 +16,7 @@ _API = {
     "score": "mmctx.api",
     "report": "mmctx.api",
     "view": "mmctx.api",
+    "judge_cot": "mmctx.api",
     "EvalResult": "mmctx.api",
     "ContextOptions": "mmctx.api",
     "Task": "mmctx.tasks",

@@ -1,4 +1,4 @@
-"""The public Python API: `evaluate`, `score`, `report`, `view`. The CLI is a layer over these.
+"""The public Python API: `evaluate`, `score`, `report`, `view`, `judge_cot`. The CLI is a layer over these.
 
     import mmctx
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mmctx.models import DEFAULT_MODEL
 from mmctx.models.base import Backend
@@ -27,6 +27,9 @@ from mmctx.prompts.presets import Preset
 from mmctx.run.manifest import RunManifest, read_manifest
 from mmctx.run.plan import GenerationLimits
 from mmctx.tasks import Task, TaskKind, get_task, task_names
+
+if TYPE_CHECKING:
+    from mmctx.scoring.cot_judging import CotJudgement
 
 # Options of the HF backend that `mmctx.tasks.fewshot.evaluate` takes by name; any other backend
 # option (base_url, max_concurrency, score_mode, …) goes to the backend as it is.
@@ -445,9 +448,33 @@ def report(
         write_csv(cells, Path(csv))
     if out is not None:
         from mmctx.reporting.folder import write_report_results
+        from mmctx.scoring.cot_judging import read_cot_judgements
 
-        write_report_results(scored, Path(out), latex=latex, figures=figures, seed=seed)
+        judged = [(name, read_cot_judgements(run_dir)) for name, run_dir, _ in runs]
+        write_report_results(scored, Path(out), latex=latex, figures=figures, seed=seed, cot_judgements=judged)
     return text
+
+
+def judge_cot(run_dir: str | Path, judge: str | Backend, *, sample: int = 50, seed: int = 0) -> list[CotJudgement]:
+    """Have ``judge`` (a model spec or a `Backend`) read the reasoning of ``sample`` CoT responses
+    of a few-shot run, drawn with ``seed``; returns the `CotJudgement`s.
+
+    The judge's replies are cached in the run folder (a repeated or resumed pass asks nothing it
+    has), the judgements written to ``cot_judgements.jsonl`` and the judge pinned in the manifest
+    (`mmctx.scoring.cot_judging`); `report` then adds their table.
+    """
+    run_dir = Path(run_dir)
+    if read_manifest(run_dir).kind == "context":
+        raise ValueError(f"{run_dir} is a context-learning run; CoT reasoning is judged on few-shot runs")
+    from mmctx.scoring.cot_judging import judge_cot_reasoning
+    from mmctx.scoring.judging import JudgeUnavailable, probe
+
+    backend = role_backend(judge)
+    try:
+        probe(backend)
+    except JudgeUnavailable as exc:
+        raise ValueError(f"the judge {backend.info.name!r} does not answer: {exc}") from None
+    return judge_cot_reasoning(run_dir, backend, sample=sample, seed=seed)
 
 
 def merge(shards: Sequence[str | Path], out: str | Path) -> int:

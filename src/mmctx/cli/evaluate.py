@@ -252,6 +252,26 @@ def score(
         print(result.table())
 
 
+@app.command("judge-cot")
+def judge_cot(
+    run_dir: Path = typer.Argument(..., help="A few-shot run folder with CoT settings."),
+    judge: str = typer.Option(..., help="Judge model spec (openai:NAME@URL, an HF id, …); its calls are cached."),
+    sample: int = typer.Option(50, min=1, help="CoT responses to judge, drawn with --seed."),
+    seed: int = typer.Option(0, help="Seed of the sample."),
+) -> None:
+    """Have a judge read the reasoning of a sample of a run's CoT responses; `report --out` shows the counts."""
+    from mmctx import api
+    from mmctx.analysis.cot_failures import cot_judgement_counts
+    from mmctx.reporting.cot_tables import cot_judgements_markdown
+
+    try:
+        judged = api.judge_cot(run_dir, judge, sample=sample, seed=seed)
+    except _RUN_ERRORS as exc:
+        fail(str(exc))
+    console.print(f"{run_dir}: {len(judged)} CoT responses judged → {run_dir / 'cot_judgements.jsonl'}")
+    print(cot_judgements_markdown([(run_dir.name, cot_judgement_counts(judged))]) or "No CoT response to judge.")
+
+
 @app.command()
 def report(
     run_dirs: list[Path] = typer.Argument(..., help="Run folder(s), one per model."),

@@ -73,24 +73,36 @@ from collections.abc import Sequence
 
 from .chain import RULES, decide
 from .context import Ctx
+from .contradictions import asserts
 from .decision import Decision
-from .prepare import clean, mark_noise, strip_reasoning
+from .labels import marked_labels, written_label
+from .parts import AnswerLine, ResponseParts, answer_part, find_answer_line, split_response, trace_text
 from .registry import extraction_rule, register_rule, rule_names, unregister_rule
 from .result import Extraction
-from .turns import cut_turns
+from .revisions import revision_cue_after
 
 __all__ = [
     "EXTRACTOR_VERSION",
     "RULES",
+    "AnswerLine",
     "Ctx",
     "Decision",
     "Extraction",
+    "ResponseParts",
+    "answer_part",
+    "asserts",
     "extract_choice",
     "extraction_rule",
     "extractor_version",
+    "find_answer_line",
+    "marked_labels",
     "register_rule",
+    "revision_cue_after",
     "rule_names",
+    "split_response",
+    "trace_text",
     "unregister_rule",
+    "written_label",
 ]
 
 # Bump whenever a rule's behaviour changes, so cached scores can be invalidated.
@@ -140,6 +152,6 @@ def extract_choice(text: str, options: Sequence[str], labels: Sequence[str] | No
     if any(not label for label in shown) or len({label.casefold() for label in shown}) != len(shown):
         raise ValueError(f"labels must be non-empty and distinct (case-insensitively): {shown!r}")
 
-    raw = strip_reasoning(cut_turns(mark_noise(text or "")))
-    found = decide(Ctx(raw=raw, text=clean(raw), options=options, labels=shown))
+    raw, cleaned = answer_part(text)
+    found = decide(Ctx(raw=raw, text=cleaned, options=options, labels=shown))
     return Extraction(found.index, found.rule, found.span)

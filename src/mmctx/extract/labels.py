@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from .context import Ctx
 from .negation import rejected, rejected_after
@@ -64,3 +65,26 @@ def starts_with_other_label(rest: str, index: int, ctx: Ctx) -> bool:
     if not m or used_as_word(m.group("label"), head[m.end() :]):
         return False
     return label_of(ctx, m.group("label")) != index
+
+
+def marked_labels(text: str, labels: Sequence[str]) -> list[str]:
+    """The labels among ``labels`` that ``text`` writes marked as labels, as written and in text order:
+    bracketed "(E)" / "[E]", bold "**E**", or named "option E" / "choice E" / "letter E" -- the
+    forms ``bracketed_label`` reads. ``labels`` may be any set (a whole alphabet, to find labels
+    that were never shown); matching ignores case, so callers that care compare what comes back."""
+    ctx = Ctx(raw=text, text=text, options=list(labels), labels=list(labels))
+    found = []
+    for m in ctx.bracketed_re.finditer(text):
+        label = m.group("a") or m.group("b") or m.group("c") or m.group("d")
+        if label == m.group("d") and used_as_word(label, text[m.end() :]):
+            continue  # "the option I chose", "the choice a model makes"
+        found.append(label)
+    return found
+
+
+def written_label(text: str, labels: Sequence[str]) -> str | None:
+    """The label ``text`` is nothing but, as written ("E", "(E)", "Option E.", "It's E"), if it is
+    one of ``labels`` (ignoring case, as `marked_labels`); else None. Same form as ``bare_letter``."""
+    ctx = Ctx(raw=text, text=text, options=list(labels), labels=list(labels))
+    m = ctx.bare_re.fullmatch(text.strip())
+    return m.group("label") if m else None

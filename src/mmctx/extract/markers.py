@@ -33,7 +33,7 @@ _TENTATIVE = (
 _BOXED = re.compile(r"\\boxed\s*\{(?P<inner>[^{}]*)\}")
 
 
-def _line_after(text: str, pos: int) -> str:
+def line_after(text: str, pos: int) -> str:
     """Rest of the line after ``pos``; the next non-empty line if that is blank ("Final Answer\\nB")."""
     line, *rest = lines(text[pos:])
     if line.strip():
@@ -55,7 +55,7 @@ def _candidates(text: str, ctx: Ctx) -> list[_Candidate]:
     found: list[_Candidate] = []
     for rx, statement in [(rx, True) for rx in _STATEMENTS] + [(rx, False) for rx in _TENTATIVE]:
         for m in rx.finditer(text):
-            after = _line_after(text, m.end())
+            after = line_after(text, m.end())
             found.append(_Candidate(m.start(), f"{m.group()} {after.strip()}", after, m.end(), statement))
     for m in _BOXED.finditer(text):
         found.append(_Candidate(m.start(), m.group(), m.group("inner"), m.end(), True, boxed=True))
@@ -78,11 +78,21 @@ def _statements(text: str, candidates: list[_Candidate], ctx: Ctx) -> list[State
         stated = c.span
         if not c.boxed:
             following = starts[bisect_left(starts, c.end) :]
-            stated = cut_at_cue(_line_after(text[: following[0] if following else len(text)], c.end))
+            stated = cut_at_cue(line_after(text[: following[0] if following else len(text)], c.end))
         res = resolve_span(stated, ctx)
         if res is not None and res[1] == "ok" and asserts(text, c.start, stated):
             found.append(Statement(c.start, c.end, res[0], f"{text[c.start : c.end]} {first_sentence(stated)}"[:80]))
     return found
+
+
+def statement_markers(text: str) -> list[tuple[int, int, str]]:
+    """Every final-answer statement marker in ``text`` (`_STATEMENTS` and ``\\boxed{…}``), in text
+    order, as ``(start, end, stated)``: where the marker is, and the text it states (what follows it
+    on its line -- the next non-blank line when nothing does -- or the box's content). The
+    tentative markers are left out: they turn up in reasoning as often as in a conclusion."""
+    found = [(m.start(), m.end(), line_after(text, m.end())) for rx in _STATEMENTS for m in rx.finditer(text)]
+    found += [(m.start(), m.end(), m.group("inner")) for m in _BOXED.finditer(text)]
+    return sorted(found)
 
 
 def rule_answer_marker(ctx: Ctx) -> Decision | None:

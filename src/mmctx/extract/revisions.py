@@ -26,3 +26,10 @@ def revision_after(ctx: Ctx, pos: int, index: int) -> str:
         if choice is not None and choice != index:
             return f"{m.group('cue')} {line.strip()}"[:200]
     return ""
+
+
+def revision_cue_after(text: str, pos: int = 0) -> str:
+    """The first revision cue ("wait", "actually", "no,", …) opening a sentence or clause of
+    ``text`` after ``pos``, or "": whatever was chosen before it may have been given up."""
+    m = CUE.search(text, pos)
+    return m.group("cue") if m else ""

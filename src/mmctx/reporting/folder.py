@@ -10,6 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from mmctx.analysis.cot_failures import cot_judgement_counts, cot_tag_counts
+from mmctx.reporting.cot_tables import (
+    cot_judgements_markdown,
+    cot_judgements_rows,
+    cot_tags_markdown,
+    cot_tags_rows,
+)
 from mmctx.reporting.escaping import markdown_text as md
 from mmctx.reporting.summary import (
     ModelResults,
@@ -28,6 +35,7 @@ from mmctx.reporting.summary import (
     uncertainty_rows,
 )
 from mmctx.scoring import stats
+from mmctx.scoring.cot_judging import CotJudgement, read_cot_judgements
 from mmctx.scoring.results import AVERAGE, score_run, summarize
 
 
@@ -43,8 +51,9 @@ def write_report(
 
     Run folders are only read (nothing is re-written into them). Returns the written paths.
     """
+    judged = [(model, read_cot_judgements(Path(path))) for model, path in runs]
     return write_report_results(
-        [(model, score_run(Path(path))) for model, path in runs], out, latex, figures, seed=seed
+        [(model, score_run(Path(path))) for model, path in runs], out, latex, figures, seed=seed, cot_judgements=judged
     )
 
 
@@ -55,15 +64,20 @@ def write_report_results(
     figures: bool = True,
     *,
     seed: int = 0,
+    cot_judgements: Sequence[tuple[str, Sequence[CotJudgement]]] = (),
 ) -> list[Path]:
-    """`write_report` from already scored results, one ``(model name, results)`` per model.
+    """`write_report` from already scored results, one ``(model name, results)`` per model, and
+    any judge's readings of their CoT reasoning (``(model name, judgements)``, `mmctx.scoring.cot_judging`).
 
     Files (in ``out``):
 
-    - ``report.md``: Table 1 columns, the comparison table, Table 4/5 layout, uncertainty, difficulty;
+    - ``report.md``: Table 1 columns, the comparison table, Table 4/5 layout, CoT failure tags,
+      uncertainty, difficulty;
     - ``metrics.csv`` (every cell), ``table1.csv``, ``comparisons.csv`` (one row per model ×
       scorer × comparison), ``comparisons_by_task.csv``, ``uncertainty.csv``, ``reliability.csv``,
-      ``difficulty.csv``;
+      ``difficulty.csv``; ``cot_tags.csv`` (one row per model × task × CoT setting) where a run
+      has CoT responses; ``cot_judgements.csv`` (one row per model × setting) where a run's CoT
+      reasoning was judged;
     - with ``latex``: ``table1.tex``, ``table4.tex`` (generation), ``table5.tex`` (ppl);
     - with ``figures`` (PNG + PDF each): ``accuracy_generate``, ``accuracy_ppl``, ``uncertainty``,
       ``reliability``, ``difficulty_generate``, ``difficulty_ppl`` — each only where its data exists.
@@ -81,6 +95,7 @@ def write_report_results(
     comparisons = [row for row in by_task if row.task == AVERAGE]
     unc = uncertainty(runs)
     diff = difficulty_counts(runs)
+    cot = [(model, cot_tag_counts(results)) for model, results in runs]
 
     paths: list[Path] = []
     write_csv([(m, list(cs)) for m, cs in cells], out / "metrics.csv")
@@ -91,6 +106,13 @@ def write_report_results(
     paths.append(_write_csv(out / "uncertainty.csv", uncertainty_rows(unc)))
     paths.append(_write_csv(out / "reliability.csv", reliability_rows(unc)))
     paths.append(_write_csv(out / "difficulty.csv", difficulty_rows(diff)))
+    cot_rows = cot_tags_rows(cot)
+    if cot_rows:
+        paths.append(_write_csv(out / "cot_tags.csv", cot_rows))
+    judged = [(model, cot_judgement_counts(js)) for model, js in cot_judgements]
+    judged_rows = cot_judgements_rows(judged)
+    if judged_rows:
+        paths.append(_write_csv(out / "cot_judgements.csv", judged_rows))
 
     sections = ["# mmctx report\n", f"Models: {', '.join(md(n) for n in names)}\n"]
     for scorer in ("generate", "ppl"):
@@ -98,6 +120,10 @@ def write_report_results(
             sections.append(f"## Table 1 columns ({scorer}: Avg. accuracy, %)\n\n" + table1_markdown(cells, scorer))
     sections.append("## Paired comparisons\n\n" + comparison_markdown(comparisons))
     sections.append(markdown_tables([(m, list(cs)) for m, cs in cells]))
+    if cot_rows:
+        sections.append("## CoT failure tags\n\n" + cot_tags_markdown(cot))
+    if judged_rows:
+        sections.append("## CoT reasoning, as a judge reads it\n\n" + cot_judgements_markdown(judged))
     if unc:
         sections.append(
             "## Uncertainty (ppl: probability of the chosen option)\n\n" + uncertainty_markdown(uncertainty_rows(unc))

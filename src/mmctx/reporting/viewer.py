@@ -2,8 +2,9 @@
 
     DIR/
       index.html        summary: the runs, the papers' tables, the figures found
-      samples.html      per-sample browser: filters, prompt with its images, response,
-                        extracted answer and rule, option log-likelihoods, side-by-side view
+      samples.html      per-sample browser: filters (CoT failure tags among them), prompt with
+                        its images, response, extracted answer and rule, CoT tags, option
+                        log-likelihoods, side-by-side view
       assets/           viewer.css, viewer.js (no inline script or style: see the CSP below)
       images/           every image a prompt shows, as <sha256>.png or .jpg, each once
       figures/          the figures given, re-encoded (and their PDFs where those are plain)
@@ -52,11 +53,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from mmctx.analysis.cot_failures import cot_tag_counts
 from mmctx.jsonl import JsonlError, iter_jsonl
 from mmctx.reasoning import trace_spans
+from mmctx.reporting.cot_tables import cot_tags_markdown
 from mmctx.reporting.escaping import markdown_plain
 from mmctx.reporting.tables import markdown_tables
 from mmctx.run.files import MANIFEST, REQUESTS, RESULTS, STORE
+from mmctx.scoring.cot_tags import is_cot_setting
 from mmctx.scoring.results import SampleResult, load_requests, score_run, summarize
 
 CSP = (
@@ -153,6 +157,8 @@ def _load_results(run_dir: Path, requests: list[dict]) -> tuple[list[SampleResul
             row = {k: v for k, v in record.items() if k in known}
             for k in ("loglikelihoods", "token_counts", "probs"):
                 row[k] = tuple(row.get(k) or ())
+            if row.get("cot_tags") is not None:  # absent from results stored before tags existed
+                row["cot_tags"] = tuple(str(t) for t in row["cot_tags"])
             try:
                 by_id[row["request_id"]] = SampleResult(**row)
             except (KeyError, TypeError) as exc:
@@ -448,6 +454,8 @@ def _sample(run_id: int, request: dict, result: SampleResult, prompt: int) -> di
         "response": r["response"] or "",
         "response_parts": reasoning_parts(r["response"] or ""),
         "truncated": bool(r["truncated"]),
+        "cot": result.scorer == "generate" and is_cot_setting(result.setting),
+        "cot_tags": None if result.cot_tags is None else list(result.cot_tags),
         "loglikelihoods": _finite(r["loglikelihoods"]),
         "token_counts": list(r["token_counts"]),
         "probs": _finite(r["probs"]),
@@ -1062,6 +1070,8 @@ def build_site(runs: list[Path], out: Path, figures_dir: Path | None = None) -> 
         name_runs(loaded)
         data = site_data(loaded, images)
         tables = markdown_tables([(run.name, summarize(run.results)) for run in loaded])
+        cot = cot_tags_markdown([(run.name, cot_tag_counts(run.results)) for run in loaded])
+        tables += "\n## CoT failure tags\n\n" + cot if cot else ""
         runs_table, columns, problems_title = _runs_table(loaded), FEWSHOT_COLUMNS, "Images not shown"
     _copy_assets(out)
     figures = copy_figures(figures_dir, out, images.problems)

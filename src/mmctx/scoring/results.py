@@ -9,6 +9,8 @@ Each planned request becomes one `SampleResult` with an outcome:
   denominator and reported as its own count — a failure is not a wrong answer;
 - ``missing``: the request has no stored response yet (an unfinished run).
 
+A CoT response (a ``-cot`` setting) also gets its failure tags (`mmctx.scoring.cot_tags`).
+
 Accuracy per (task, setting, scorer) is over ``correct + wrong + unparsed``. The overall
 average is the mean of the task accuracies (the papers' "Avg." column).
 """
@@ -28,6 +30,7 @@ from mmctx.jsonl import read_jsonl
 from mmctx.models.store import ResponseStore
 from mmctx.run.files import REQUESTS, RESULTS, STORE, SUMMARY
 from mmctx.scoring import metrics
+from mmctx.scoring.cot_tags import is_cot_setting, read_cot_response, tag_cot_response
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,9 @@ class SampleResult:
     token_counts: tuple[int, ...] = ()
     probs: tuple[float, ...] = ()
     error: str | None = None
+    # A CoT response's failure tags (`mmctx.scoring.cot_tags`); () when none applies. None for
+    # anything else: no CoT setting, no response, or a result stored before tags existed.
+    cot_tags: tuple[str, ...] | None = None
 
     @property
     def correct(self) -> bool:
@@ -99,13 +105,19 @@ def score_request(request: dict, response: dict | None) -> SampleResult:
     if request["scorer"] == "generate":
         found = extract_choice(response["text"], request["options"], request["labels"])
         outcome = "unparsed" if found.index is None else ("correct" if found.index == request["gold"] else "wrong")
+        truncated = bool(response.get("truncated"))
+        tags = None
+        if is_cot_setting(request["setting"]):
+            read = read_cot_response(response["text"], request["options"], request["labels"], truncated, found)
+            tags = tag_cot_response(read)
         return SampleResult(
             **base,
             pred=found.index,
             outcome=outcome,
             rule=found.rule,
             response=response["text"],
-            truncated=bool(response.get("truncated")),
+            truncated=truncated,
+            cot_tags=tags,
         )
     lls, counts = response["loglikelihoods"], response["token_counts"]
     if not lls or not all(math.isfinite(x) for x in lls):

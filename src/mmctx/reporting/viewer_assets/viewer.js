@@ -78,11 +78,21 @@
 
   // ---------------------------------------------------------------- filters and list
 
+  // A filter's values for one sample: one (f.value) or several (f.values, e.g. a sample's tags).
+  function filterValues(f, s) {
+    return f.values ? f.values(s) : [f.value(s)];
+  }
+
+  // The filters this page offers: a filter with `when` only where some sample has what it filters.
+  function activeFilters() {
+    return MODE.filters.filter((f) => !f.when || SAMPLES.some(f.when));
+  }
+
   function buildFilters() {
     const bar = clear(document.getElementById("filters"));
-    for (const f of MODE.filters) {
+    for (const f of activeFilters()) {
       const counts = new Map();
-      for (const s of SAMPLES) counts.set(f.value(s), (counts.get(f.value(s)) || 0) + 1);
+      for (const s of SAMPLES) for (const v of filterValues(f, s)) counts.set(v, (counts.get(v) || 0) + 1);
       const select = el("select", { id: "filter-" + f.key, dataset: { filter: f.key } });
       select.append(el("option", { value: "" }, "All (" + SAMPLES.length + ")"));
       for (const value of [...counts.keys()].sort()) {
@@ -115,9 +125,9 @@
   }
 
   function matches(s) {
-    for (const f of MODE.filters) {
+    for (const f of activeFilters()) {
       const want = state.filters[f.key];
-      if (want && f.value(s) !== want) return false;
+      if (want && !filterValues(f, s).includes(want)) return false;
     }
     if (state.text) {
       const hay = MODE.haystack(s).toLowerCase();
@@ -212,8 +222,21 @@
       ["Rule", el("code", { className: "rule" }, s.rule || "(none)")],
     ];
     if (s.truncated) rows.push(["Truncated", "yes: the response hit max_new_tokens"]);
+    if (s.cot) rows.push(["CoT tags", cotTagList(s)]);
     if (s.error) rows.push(["Error", el("pre", { className: "error" }, s.error)]);
     return el("dl", { className: "facts" }, rows.map(([k, v]) => [el("dt", {}, k), el("dd", {}, v)]));
+  }
+
+  // A CoT response's failure tags ("(no tag)" when none applies; "(not tagged)" for a result
+  // without a response, or stored before tags existed); a non-CoT sample has none to filter by.
+  function cotTagValues(s) {
+    if (!s.cot) return ["(not CoT)"];
+    if (s.cot_tags === null || s.cot_tags === undefined) return ["(not tagged)"];
+    return s.cot_tags.length ? s.cot_tags : ["(no tag)"];
+  }
+
+  function cotTagList(s) {
+    return el("span", { className: "cot-tags" }, cotTagValues(s).map((t) => el("code", { className: "cot-tag" }, t)));
   }
 
   function optionsBlock(s) {
@@ -396,6 +419,7 @@
         { key: "scorer", label: "Scorer", value: (s) => s.scorer },
         { key: "outcome", label: "Outcome", value: (s) => s.outcome },
         { key: "rule", label: "Rule", value: (s) => s.rule || "(none)" },
+        { key: "cot_tag", label: "CoT tag", values: cotTagValues, when: (s) => s.cot },
       ],
       haystack: (s) => s.query_id + "\n" + s.id + "\n" + s.response,
       cells: (s) => [
