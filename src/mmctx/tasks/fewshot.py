@@ -151,6 +151,8 @@ def _execute(
         )
         usage = getattr(backend, "usage", None)
         stats.usage = usage() if callable(usage) else {}
-        if stats.usage:  # e.g. the option-scoring path the HF backend chose: recorded with the run
+        # e.g. the option-scoring path the HF backend chose: recorded with the run, by a session
+        # that asked the model something (a resumed run with nothing left keeps what was recorded)
+        if stats.usage and stats.done:
             open_run_manifest(run_dir, {**manifest, "backend_usage": stats.usage}, refresh=("backend_usage",))
     return stats
