@@ -53,7 +53,8 @@ def test_the_chosen_path_is_recorded_with_the_run(tiny_models, shapes_bench, tmp
 
 
 def test_processor_settings_changed_from_the_checkpoints_are_recorded_with_the_run(tiny_models, shapes_bench, tmp_path):
-    """The adapter's paper settings win over the release's; the manifest says which, with both values."""
+    """The adapter's paper settings, when asked for, win over the release's; the manifest says which,
+    with both values. Without them the release's own resolution holds and nothing is overridden."""
     from typer.testing import CliRunner
 
     from mmctx.cli import app
@@ -62,13 +63,26 @@ def test_processor_settings_changed_from_the_checkpoints_are_recorded_with_the_r
     r = CliRunner().invoke(
         app,
         ["run", str(shapes_bench), "--model", str(tiny_models["idefics2"]), "--out", str(out), "--settings",
-         "0-shot", "--scorers", "generate", "--device", "cpu", "--dtype", "float32", "--limit", "1", "--no-progress"],
+         "0-shot", "--scorers", "generate", "--device", "cpu", "--dtype", "float32", "--limit", "1", "--no-progress",
+         "--image-settings", "paper"],
     )  # fmt: skip
     assert r.exit_code == 0, r.output
-    overrides = json.loads((out / "manifest.json").read_text())["backend_usage"]["processor_overrides"]
+    manifest = json.loads((out / "manifest.json").read_text())
+    overrides = manifest["backend_usage"]["processor_overrides"]
+    assert "image_settings" not in manifest["model"]["settings"]
     checkpoint = json.loads((tiny_models["idefics2"] / "processor_config.json").read_text())["image_processor"]
     assert overrides["size"] == {"checkpoint": checkpoint["size"], "mmctx": {"longest_edge": 448, "shortest_edge": 378}}
     assert "do_image_splitting" not in overrides  # the release does not split either: nothing changed there
+    own = tmp_path / "own"
+    r = CliRunner().invoke(
+        app,
+        ["run", str(shapes_bench), "--model", str(tiny_models["idefics2"]), "--out", str(own), "--settings",
+         "0-shot", "--scorers", "generate", "--device", "cpu", "--dtype", "float32", "--limit", "1", "--no-progress"],
+    )  # fmt: skip
+    assert r.exit_code == 0, r.output
+    manifest = json.loads((own / "manifest.json").read_text())
+    assert "processor_overrides" not in manifest["backend_usage"]
+    assert manifest["model"]["settings"]["image_settings"] == "checkpoint"
 
 
 def test_which_configs_have_a_window_that_takes_effect():

@@ -54,7 +54,7 @@ for family, path in checkpoints.items():
     generation = backend.generate([GenerateRequest(messages, max_new_tokens=3)])[0]
     report[family] = {
         "processor": [c.__name__ for c in type(backend.processor).__mro__[:2]],
-        "image_processor": type(backend.processor.image_processor).__name__,
+        "image_processor": type(backend.processor.image_processor.inner).__name__,
         "ids": fed["input_ids"].tolist(), "grid": fed["image_grid_thw"].tolist(),
         "score_error": scores.error, "lls": list(scores.loglikelihoods), "generation_error": generation.error,
     }

@@ -68,6 +68,11 @@ class CachedImageProcessor:
         name = type(inner).__name__
         return name.removesuffix("Pil").removesuffix("Fast") in ASSEMBLED
 
+    @property
+    def inner(self) -> Any:
+        """The image processor this cache stands in front of."""
+        return self._inner
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
