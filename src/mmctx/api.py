@@ -118,6 +118,7 @@ def evaluate(
     limits: GenerationLimits | None = None,
     preset: str | Path | Preset | None = None,
     demo_orders: int = 1,
+    blind_orders: int = 3,
     context: ContextOptions = ContextOptions(),
     options: dict[str, Any] | None = None,
     judge: str | Backend | None = None,
@@ -131,7 +132,8 @@ def evaluate(
     """Run ``model`` on ``task`` into the run folder ``out`` (resumed if it holds the same run) and score it.
 
     Few-shot tasks: ``grid`` (setting names, default the task's grid), ``scorers`` (``generate``,
-    ``ppl``), ``preset`` (a built-in name, a preset file or a `Preset`, instead of the task's), ``demo_orders``, ``limits``, ``shard`` and ``ray`` (`mmctx.run.distributed.RayOptions`).
+    ``ppl``), ``preset`` (a built-in name, a preset file or a `Preset`, instead of the task's), ``demo_orders``,
+    ``blind_orders`` (option orders per ``-blind``/``-blind-all``/``-blank`` setting), ``limits``, ``shard`` and ``ray`` (`mmctx.run.distributed.RayOptions`).
     Context tasks: ``context``, ``judge`` and ``extractor`` (model specs or backends). Both:
     ``tasks`` (sub-tasks or subsets to keep), ``limit`` (few-shot: the first N queries of each
     sub-task; context: the first N items of the suite), ``options`` (the
@@ -147,7 +149,7 @@ def evaluate(
         raise ValueError(f"limit is a whole number of items, at least 1, or None for all (got {limit!r})")
     chosen = resolve_task(task, **(task_options or {}))
     _refuse_other_kinds_arguments(chosen, grid=grid, scorers=scorers, preset=preset, shard=shard, ray=ray,
-                                  limits=limits, seed=seed, demo_orders=demo_orders, judge=judge,
+                                  limits=limits, seed=seed, demo_orders=demo_orders, blind_orders=blind_orders, judge=judge,
                                   extractor=extractor, context=context)  # fmt: skip
     if preset is not None:
         chosen = replace(chosen, preset=str(preset) if isinstance(preset, Path) else preset)
@@ -157,7 +159,7 @@ def evaluate(
     try:
         with run_lock(run_dir):  # held while the task writes its samples into the run folder, too
             return _evaluate_in(chosen, run_dir, model, grid, scorers, tasks, limit, seed, limits, preset,
-                                demo_orders, context, options, judge, extractor, retry_errors, shard, ray, progress)  # fmt: skip
+                                (demo_orders, blind_orders), context, options, judge, extractor, retry_errors, shard, ray, progress)  # fmt: skip
     except Exception:
         if fresh and not (run_dir / "manifest.json").exists():
             _remove_unused(run_dir)
@@ -165,7 +167,7 @@ def evaluate(
 
 
 _FEWSHOT_ONLY = {"grid": None, "scorers": None, "preset": None, "shard": None, "ray": None, "limits": None,
-                 "seed": 0, "demo_orders": 1}  # fmt: skip
+                 "seed": 0, "demo_orders": 1, "blind_orders": 3}  # fmt: skip
 _CONTEXT_ONLY = {"judge": None, "extractor": None, "context": ContextOptions()}
 
 
@@ -229,7 +231,7 @@ def _remove_unused(run_dir: Path) -> None:
 
 
 def _evaluate_in(
-    chosen: Task, run_dir: Path, model, grid, scorers, tasks, limit, seed, limits, preset, demo_orders, context,
+    chosen: Task, run_dir: Path, model, grid, scorers, tasks, limit, seed, limits, preset, orders, context,
     options, judge, extractor, retry_errors, shard, ray, progress,
 ) -> EvalResult:  # fmt: skip
     source = _prepare(chosen, run_dir)
@@ -237,7 +239,7 @@ def _evaluate_in(
         return _evaluate_context(chosen, source, model, run_dir, tasks, limit, context, options, judge,
                                  extractor, retry_errors, progress)  # fmt: skip
     return _evaluate_fewshot(chosen, source, model, run_dir, grid, scorers, tasks, limit, seed, limits,
-                             demo_orders, options, retry_errors, shard, ray, progress)  # fmt: skip
+                             orders, options, retry_errors, shard, ray, progress)  # fmt: skip
 
 
 def _safe(name: str) -> str:
@@ -245,7 +247,7 @@ def _safe(name: str) -> str:
 
 
 def _evaluate_fewshot(
-    chosen: Task, source: Path, model, run_dir: Path, grid, scorers, tasks, limit, seed, limits, demo_orders,
+    chosen: Task, source: Path, model, run_dir: Path, grid, scorers, tasks, limit, seed, limits, orders,
     options, retry_errors, shard, ray, progress,
 ) -> EvalResult:  # fmt: skip
     from mmctx.tasks.fewshot import evaluate as run_evaluate
@@ -268,7 +270,8 @@ def _evaluate_fewshot(
         tasks=list(tasks) if tasks else None,
         backend_options=opts,
         retry_errors=retry_errors,
-        demo_orders=demo_orders,
+        demo_orders=orders[0],  # orders: (demo orders, option orders of blind settings)
+        blind_orders=orders[1],
         shard=shard,
         show_progress=progress,
         ray=ray,
