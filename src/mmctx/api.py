@@ -445,6 +445,14 @@ def report(
     scored = [(name, score_run(run_dir)) for name, run_dir, _ in runs]
     cells = [(name, summarize(results)) for name, results in scored]
     text = markdown_tables(cells)
+    from mmctx.analysis.blind import accuracy_without_blind, blind_shares
+    from mmctx.reporting.blind_tables import blind_markdown
+
+    shortcut = blind_markdown(
+        [(name, blind_shares(results)) for name, results in scored],
+        [(name, accuracy_without_blind(results)) for name, results in scored],
+    )
+    text += "\n" + shortcut if shortcut else ""
     if csv is not None:
         from mmctx.reporting.tables import write_csv
 
