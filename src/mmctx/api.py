@@ -29,6 +29,7 @@ from mmctx.run.plan import GenerationLimits
 from mmctx.tasks import Task, TaskKind, get_task, task_names
 
 if TYPE_CHECKING:
+    from mmctx.curate.drop_queries import QueryDropOutcome
     from mmctx.scoring.cot_judging import CotJudgement
 
 # Options of the HF backend that `mmctx.tasks.fewshot.evaluate` takes by name; any other backend
@@ -503,9 +504,65 @@ def view(run_dirs: Sequence[str | Path], out: str | Path, *, figures: str | Path
     return build_site([Path(r) for r in run_dirs], Path(out), figures_dir=Path(figures) if figures else None)
 
 
+def drop_blind_answerable(benchmark: str | Path, run_dirs: Sequence[str | Path]) -> QueryDropOutcome:
+    """Remove from ``benchmark`` the queries that some run of ``run_dirs`` answers without vision.
+
+    Each run must be a few-shot run with ``-blind``, ``-blind-all`` or ``-blank`` settings, made on
+    this benchmark or an earlier state of it (its curation log); an item counts when some blind
+    check of some run answers it in every option order (`mmctx.analysis.blind`). What was dropped,
+    and which runs and checks answered it, goes into the benchmark's curation log; the benchmark's
+    fingerprint changes, so runs made on it before do not resume on it. Run folders are only read.
+    """
+    from mmctx.analysis.blind import blind_checks
+    from mmctx.curate.drop_queries import drop_queries
+    from mmctx.curate.log import read_log
+    from mmctx.data.disk import load_benchmark
+    from mmctx.run.settings import Setting
+    from mmctx.scoring.results import score_run
+
+    if not run_dirs:
+        raise ValueError("name at least one blind run folder")
+    root = Path(benchmark)
+    known = {load_benchmark(root).fingerprint()}
+    for entry in read_log(root):
+        known |= {entry.get("benchmark_sha256_before"), entry.get("benchmark_sha256_after")}
+    reasons: dict[str, list[dict[str, Any]]] = {}
+    runs = []
+    for run_dir in map(Path, run_dirs):
+        manifest = read_manifest(run_dir)
+        if manifest.kind != "fewshot":
+            raise ValueError(f"{run_dir}: a {manifest.kind} run; only few-shot runs have blind settings")
+        settings = manifest.config.get("settings") or []
+        if not any(Setting.parse(s).vision != "full" for s in settings):
+            raise ValueError(
+                f"{run_dir} is not a blind run: none of its settings ({', '.join(settings)}) is a "
+                "-blind, -blind-all or -blank setting (e.g. 0-shot-blind)"
+            )
+        if manifest.config.get("benchmark_sha256") not in known:
+            raise ValueError(
+                f"{run_dir} was run on another benchmark (benchmark_sha256 {manifest.config.get('benchmark_sha256')}),"
+                f" not on {root} or an earlier state in its curation log"
+            )
+        runs.append(str(run_dir.resolve()))
+        for check in blind_checks(score_run(run_dir)):
+            for _task, query_id in sorted(check.answerable):
+                reasons.setdefault(query_id, []).append(
+                    {"run": str(run_dir.resolve()), "model": manifest.model_name, "setting": check.setting,
+                     "scorer": check.scorer, "option_orders": check.orders}
+                )  # fmt: skip
+    return drop_queries(
+        root,
+        reasons,
+        "drop_blind_answerable",
+        "answered without vision in every option order by a blind run (CLBench-V rejection sampling)",
+        runs=runs,
+    )
+
+
 __all__ = [
     "ContextOptions",
     "EvalResult",
+    "drop_blind_answerable",
     "evaluate",
     "merge",
     "report",
