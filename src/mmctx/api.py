@@ -29,6 +29,7 @@ from mmctx.run.plan import GenerationLimits
 from mmctx.tasks import Task, TaskKind, get_task, task_names
 
 if TYPE_CHECKING:
+    from mmctx.curate.drop_queries import QueryDropOutcome
     from mmctx.scoring.cot_judging import CotJudgement
 
 # Options of the HF backend that `mmctx.tasks.fewshot.evaluate` takes by name; any other backend
@@ -118,6 +119,7 @@ def evaluate(
     limits: GenerationLimits | None = None,
     preset: str | Path | Preset | None = None,
     demo_orders: int = 1,
+    blind_orders: int = 3,
     context: ContextOptions = ContextOptions(),
     options: dict[str, Any] | None = None,
     judge: str | Backend | None = None,
@@ -131,7 +133,8 @@ def evaluate(
     """Run ``model`` on ``task`` into the run folder ``out`` (resumed if it holds the same run) and score it.
 
     Few-shot tasks: ``grid`` (setting names, default the task's grid), ``scorers`` (``generate``,
-    ``ppl``), ``preset`` (a built-in name, a preset file or a `Preset`, instead of the task's), ``demo_orders``, ``limits``, ``shard`` and ``ray`` (`mmctx.run.distributed.RayOptions`).
+    ``ppl``), ``preset`` (a built-in name, a preset file or a `Preset`, instead of the task's), ``demo_orders``,
+    ``blind_orders`` (option orders per ``-blind``/``-blind-all``/``-blank`` setting), ``limits``, ``shard`` and ``ray`` (`mmctx.run.distributed.RayOptions`).
     Context tasks: ``context``, ``judge`` and ``extractor`` (model specs or backends). Both:
     ``tasks`` (sub-tasks or subsets to keep), ``limit`` (few-shot: the first N queries of each
     sub-task; context: the first N items of the suite), ``options`` (the
@@ -147,7 +150,7 @@ def evaluate(
         raise ValueError(f"limit is a whole number of items, at least 1, or None for all (got {limit!r})")
     chosen = resolve_task(task, **(task_options or {}))
     _refuse_other_kinds_arguments(chosen, grid=grid, scorers=scorers, preset=preset, shard=shard, ray=ray,
-                                  limits=limits, seed=seed, demo_orders=demo_orders, judge=judge,
+                                  limits=limits, seed=seed, demo_orders=demo_orders, blind_orders=blind_orders, judge=judge,
                                   extractor=extractor, context=context)  # fmt: skip
     if preset is not None:
         chosen = replace(chosen, preset=str(preset) if isinstance(preset, Path) else preset)
@@ -157,7 +160,7 @@ def evaluate(
     try:
         with run_lock(run_dir):  # held while the task writes its samples into the run folder, too
             return _evaluate_in(chosen, run_dir, model, grid, scorers, tasks, limit, seed, limits, preset,
-                                demo_orders, context, options, judge, extractor, retry_errors, shard, ray, progress)  # fmt: skip
+                                (demo_orders, blind_orders), context, options, judge, extractor, retry_errors, shard, ray, progress)  # fmt: skip
     except Exception:
         if fresh and not (run_dir / "manifest.json").exists():
             _remove_unused(run_dir)
@@ -165,7 +168,7 @@ def evaluate(
 
 
 _FEWSHOT_ONLY = {"grid": None, "scorers": None, "preset": None, "shard": None, "ray": None, "limits": None,
-                 "seed": 0, "demo_orders": 1}  # fmt: skip
+                 "seed": 0, "demo_orders": 1, "blind_orders": 3}  # fmt: skip
 _CONTEXT_ONLY = {"judge": None, "extractor": None, "context": ContextOptions()}
 
 
@@ -229,7 +232,7 @@ def _remove_unused(run_dir: Path) -> None:
 
 
 def _evaluate_in(
-    chosen: Task, run_dir: Path, model, grid, scorers, tasks, limit, seed, limits, preset, demo_orders, context,
+    chosen: Task, run_dir: Path, model, grid, scorers, tasks, limit, seed, limits, preset, orders, context,
     options, judge, extractor, retry_errors, shard, ray, progress,
 ) -> EvalResult:  # fmt: skip
     source = _prepare(chosen, run_dir)
@@ -237,7 +240,7 @@ def _evaluate_in(
         return _evaluate_context(chosen, source, model, run_dir, tasks, limit, context, options, judge,
                                  extractor, retry_errors, progress)  # fmt: skip
     return _evaluate_fewshot(chosen, source, model, run_dir, grid, scorers, tasks, limit, seed, limits,
-                             demo_orders, options, retry_errors, shard, ray, progress)  # fmt: skip
+                             orders, options, retry_errors, shard, ray, progress)  # fmt: skip
 
 
 def _safe(name: str) -> str:
@@ -245,7 +248,7 @@ def _safe(name: str) -> str:
 
 
 def _evaluate_fewshot(
-    chosen: Task, source: Path, model, run_dir: Path, grid, scorers, tasks, limit, seed, limits, demo_orders,
+    chosen: Task, source: Path, model, run_dir: Path, grid, scorers, tasks, limit, seed, limits, orders,
     options, retry_errors, shard, ray, progress,
 ) -> EvalResult:  # fmt: skip
     from mmctx.tasks.fewshot import evaluate as run_evaluate
@@ -268,7 +271,8 @@ def _evaluate_fewshot(
         tasks=list(tasks) if tasks else None,
         backend_options=opts,
         retry_errors=retry_errors,
-        demo_orders=demo_orders,
+        demo_orders=orders[0],  # orders: (demo orders, option orders of blind settings)
+        blind_orders=orders[1],
         shard=shard,
         show_progress=progress,
         ray=ray,
@@ -442,6 +446,14 @@ def report(
     scored = [(name, score_run(run_dir)) for name, run_dir, _ in runs]
     cells = [(name, summarize(results)) for name, results in scored]
     text = markdown_tables(cells)
+    from mmctx.analysis.blind import accuracy_without_blind, blind_shares
+    from mmctx.reporting.blind_tables import blind_markdown
+
+    shortcut = blind_markdown(
+        [(name, blind_shares(results)) for name, results in scored],
+        [(name, accuracy_without_blind(results)) for name, results in scored],
+    )
+    text += "\n" + shortcut if shortcut else ""
     if csv is not None:
         from mmctx.reporting.tables import write_csv
 
@@ -492,9 +504,65 @@ def view(run_dirs: Sequence[str | Path], out: str | Path, *, figures: str | Path
     return build_site([Path(r) for r in run_dirs], Path(out), figures_dir=Path(figures) if figures else None)
 
 
+def drop_blind_answerable(benchmark: str | Path, run_dirs: Sequence[str | Path]) -> QueryDropOutcome:
+    """Remove from ``benchmark`` the queries that some run of ``run_dirs`` answers without vision.
+
+    Each run must be a few-shot run with ``-blind``, ``-blind-all`` or ``-blank`` settings, made on
+    this benchmark or an earlier state of it (its curation log); an item counts when some blind
+    check of some run answers it in every option order (`mmctx.analysis.blind`). What was dropped,
+    and which runs and checks answered it, goes into the benchmark's curation log; the benchmark's
+    fingerprint changes, so runs made on it before do not resume on it. Run folders are only read.
+    """
+    from mmctx.analysis.blind import blind_checks
+    from mmctx.curate.drop_queries import drop_queries
+    from mmctx.curate.log import read_log
+    from mmctx.data.disk import load_benchmark
+    from mmctx.run.settings import Setting
+    from mmctx.scoring.results import score_run
+
+    if not run_dirs:
+        raise ValueError("name at least one blind run folder")
+    root = Path(benchmark)
+    known = {load_benchmark(root).fingerprint()}
+    for entry in read_log(root):
+        known |= {entry.get("benchmark_sha256_before"), entry.get("benchmark_sha256_after")}
+    reasons: dict[str, list[dict[str, Any]]] = {}
+    runs = []
+    for run_dir in map(Path, run_dirs):
+        manifest = read_manifest(run_dir)
+        if manifest.kind != "fewshot":
+            raise ValueError(f"{run_dir}: a {manifest.kind} run; only few-shot runs have blind settings")
+        settings = manifest.config.get("settings") or []
+        if not any(Setting.parse(s).vision != "full" for s in settings):
+            raise ValueError(
+                f"{run_dir} is not a blind run: none of its settings ({', '.join(settings)}) is a "
+                "-blind, -blind-all or -blank setting (e.g. 0-shot-blind)"
+            )
+        if manifest.config.get("benchmark_sha256") not in known:
+            raise ValueError(
+                f"{run_dir} was run on another benchmark (benchmark_sha256 {manifest.config.get('benchmark_sha256')}),"
+                f" not on {root} or an earlier state in its curation log"
+            )
+        runs.append(str(run_dir.resolve()))
+        for check in blind_checks(score_run(run_dir)):
+            for _task, query_id in sorted(check.answerable):
+                reasons.setdefault(query_id, []).append(
+                    {"run": str(run_dir.resolve()), "model": manifest.model_name, "setting": check.setting,
+                     "scorer": check.scorer, "option_orders": check.orders}
+                )  # fmt: skip
+    return drop_queries(
+        root,
+        reasons,
+        "drop_blind_answerable",
+        "answered without vision in every option order by a blind run (CLBench-V rejection sampling)",
+        runs=runs,
+    )
+
+
 __all__ = [
     "ContextOptions",
     "EvalResult",
+    "drop_blind_answerable",
     "evaluate",
     "merge",
     "report",

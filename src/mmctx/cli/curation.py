@@ -174,3 +174,28 @@ def rationales(
         console.print(
             f"model calls: {calls['from_store']} from the store, {calls['asked']} asked ({calls['errors']} errors)"
         )
+
+
+@app.command("drop-blind-answerable")
+def drop_blind_answerable(
+    benchmark: Path = typer.Argument(..., help="Benchmark folder to drop queries from (rewritten in place)."),
+    runs: list[Path] = typer.Argument(..., help="Run folders with -blind, -blind-all or -blank settings."),
+) -> None:
+    """Drop the queries some blind run answers in every option order (CLBench-V rejection sampling)."""
+    from mmctx import api
+
+    try:
+        outcome = api.drop_blind_answerable(benchmark, runs)
+    except (ValueError, OSError) as exc:
+        fail(str(exc))
+    if outcome.log_entry is None:
+        console.print(
+            f"nothing to drop from {benchmark}"
+            + (f" ({len(outcome.already)} dropped before)" if outcome.already else "")
+        )
+        return
+    console.print(f"dropped {len(outcome.dropped)} queries answerable without vision from {benchmark}")
+    console.print(f"benchmark_sha256: {outcome.benchmark_sha256_before[:12]} → {outcome.benchmark_sha256_after[:12]}")
+    from mmctx.curate.log import log_path
+
+    console.print(f"logged in {log_path(benchmark)}")

@@ -92,6 +92,7 @@ def eval_cmd(
     max_new_tokens: int | None = typer.Option(None, help="Generation limit (few-shot: without CoT; context runs)."),
     cot_max_new_tokens: int | None = typer.Option(None, help="Few-shot: generation limit of CoT settings."),
     demo_orders: int = typer.Option(1, help="Few-shot: each setting in N demo orders (order sensitivity)."),
+    blind_orders: int = typer.Option(3, help="Few-shot: each -blind/-blind-all/-blank setting in N option orders."),
     task_option: list[str] | None = typer.Option(None, help="KEY=VALUE passed to the task (repeatable)."),
     judge: str | None = typer.Option(None, help="Context runs: judge model spec (temperature 0)."),
     extractor: str | None = typer.Option(None, help="Context runs: extractor model spec for free-form answers."),
@@ -150,7 +151,7 @@ def eval_cmd(
     try:
         result = api.evaluate(
             chosen, model, out, grid=comma_list(grid), scorers=comma_list(scorers), tasks=comma_list(tasks),
-            limit=limit, seed=seed, preset=preset, limits=limits, demo_orders=demo_orders,
+            limit=limit, seed=seed, preset=preset, limits=limits, demo_orders=demo_orders, blind_orders=blind_orders,
             context=context, options=options, judge=judge, extractor=extractor, retry_errors=retry_errors,
             shard=shard, ray=_ray(ray, ray_address, ray_workers), progress=progress,
         )  # fmt: skip
@@ -191,6 +192,7 @@ def run(
     retry_errors: RetryErrors = False,
     shard: Shard = None,
     demo_orders: int = typer.Option(1, help="Evaluate each few-shot setting in N demo orders (order sensitivity)."),
+    blind_orders: int = typer.Option(3, help="Each -blind/-blind-all/-blank setting in N option orders."),
     ray: Ray = False,
     ray_address: RayAddress = None,
     ray_workers: RayWorkers = None,
@@ -209,7 +211,7 @@ def run(
         result = api.evaluate(
             api.resolve_task("fewmmbench", path=benchmark), model, out, grid=comma_list(settings),
             scorers=comma_list(scorers), tasks=comma_list(tasks), limit=limit, seed=seed, preset=preset,
-            limits=GenerationLimits(max_new_tokens, cot_max_new_tokens), demo_orders=demo_orders, options=options,
+            limits=GenerationLimits(max_new_tokens, cot_max_new_tokens), demo_orders=demo_orders, blind_orders=blind_orders, options=options,
             retry_errors=retry_errors, shard=shard, ray=_ray(ray, ray_address, ray_workers), progress=progress,
         )  # fmt: skip
     except _RUN_ERRORS as exc:

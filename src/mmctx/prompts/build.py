@@ -13,6 +13,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
+from mmctx.prompts.ablation import FULL, Ablation
 from mmctx.prompts.messages import ImagePart, Message, Part, Prompt, TextPart
 from mmctx.prompts.presets import AnswerStyle, Preset
 from mmctx.schema import Benchmark, Problem, Sample, resolve_image
@@ -71,13 +72,17 @@ def preset_problems(bench: Benchmark, preset: Preset) -> list[Problem]:
     return problems
 
 
-def shown_options(sample: Sample, preset: Preset, seed: int) -> ShownOptions:
+def shown_options(sample: Sample, preset: Preset, seed: int, rotation: int = 0) -> ShownOptions:
+    """The options in their seeded order; ``rotation`` > 0 shifts that order by as many places
+    (the option-order variants of shortcut checks: each puts the gold answer somewhere else)."""
     found = preset_problem(sample, preset)
     if found:
         raise PromptError(f"sample {sample.id!r}: {found[1]}")
     order = list(range(len(sample.choices)))
     if sample.format != "binary":  # Yes/No keep their conventional order
         random.Random(derived_seed(seed, "options", sample.id)).shuffle(order)
+        shift = rotation % len(order)
+        order = order[shift:] + order[:shift]
     texts = tuple(sample.choices[i] for i in order)
     labels = texts if sample.format == "binary" else preset.labels[: len(texts)]
     return ShownOptions(texts=texts, labels=tuple(labels), order=tuple(order), gold=order.index(sample.answer_index))
@@ -121,18 +126,26 @@ def build_prompt(
     style: AnswerStyle,
     seed: int,
     root: Path,
+    ablation: Ablation = FULL,
+    option_order: int = 0,
 ) -> BuiltPrompt:
-    """The conversation asking ``query`` after ``demos``, and how its options were shown."""
+    """The conversation asking ``query`` after ``demos``, and how its options were shown.
+
+    ``ablation`` removes or replaces images (`mmctx.prompts.ablation`); ``option_order`` rotates the
+    query's shown options (`shown_options`). Demos keep their own order and images otherwise.
+    """
     messages: list[Message] = []
     if preset.preamble:
         messages.append(Message("system", (TextPart(preset.preamble),)))
     turns: list[tuple[list[Part], str]] = []
     for demo in demos:
         shown = shown_options(demo, preset, seed)
-        user = sample_images(demo, root) + [TextPart(item_text(demo, shown, preset, style))]
+        user = ablation.demo_images(sample_images(demo, root)) + [TextPart(item_text(demo, shown, preset, style))]
         turns.append((user, _answer_text(demo, shown, style)))
-    query_options = shown_options(query, preset, seed)
-    query_parts = sample_images(query, root) + [TextPart(item_text(query, query_options, preset, style))]
+    query_options = shown_options(query, preset, seed, option_order)
+    query_parts = ablation.query_images(sample_images(query, root)) + [
+        TextPart(item_text(query, query_options, preset, style))
+    ]
     if preset.single_turn:
         content: list[Part] = []
         lead = "\n" if style == "cot" else "\nAnswer: "  # a CoT answer already ends in its Answer line

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from mmctx.analysis.blind import accuracy_without_blind, blind_shares
 from mmctx.analysis.cot_failures import cot_judgement_counts, cot_tag_counts
+from mmctx.reporting.blind_tables import accuracy_without_rows, blind_markdown, blind_share_rows
 from mmctx.reporting.cot_tables import (
     cot_judgements_markdown,
     cot_judgements_rows,
@@ -77,7 +79,8 @@ def write_report_results(
       scorer × comparison), ``comparisons_by_task.csv``, ``uncertainty.csv``, ``reliability.csv``,
       ``difficulty.csv``; ``cot_tags.csv`` (one row per model × task × CoT setting) where a run
       has CoT responses; ``cot_judgements.csv`` (one row per model × setting) where a run's CoT
-      reasoning was judged;
+      reasoning was judged; ``blind_answerable.csv`` and ``accuracy_without_blind.csv`` where a
+      run has blind or blank settings (`mmctx.analysis.blind`);
     - with ``latex``: ``table1.tex``, ``table4.tex`` (generation), ``table5.tex`` (ppl);
     - with ``figures`` (PNG + PDF each): ``accuracy_generate``, ``accuracy_ppl``, ``uncertainty``,
       ``reliability``, ``difficulty_generate``, ``difficulty_ppl`` — each only where its data exists.
@@ -147,6 +150,12 @@ def write_report_results(
             for r in rows
         ]
         sections.append("## Demo-order sensitivity\n\n" + "\n".join(lines) + "\n")
+    shares = [(model, blind_shares(results)) for model, results in runs]
+    if any(rows for _, rows in shares):
+        accuracies = [(model, accuracy_without_blind(results)) for model, results in runs]
+        paths.append(_write_csv(out / "blind_answerable.csv", blind_share_rows(shares)))
+        paths.append(_write_csv(out / "accuracy_without_blind.csv", accuracy_without_rows(accuracies)))
+        sections.append(blind_markdown(shares, accuracies))
     (out / "report.md").write_text("\n".join(sections), encoding="utf-8")
     paths.append(out / "report.md")
 

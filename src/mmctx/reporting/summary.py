@@ -61,7 +61,12 @@ def setting_label(name: str) -> str:
         if s.shots == 0
         else f"{s.shots}-" + {"random": "Rand", "similar": "Sim"}.get(s.demos or "", str(s.demos))
     )
-    return base + ("+CoT" if s.cot else "")
+    return base + ("+CoT" if s.cot else "") + _ablation_label(s)
+
+
+def _ablation_label(s: Setting) -> str:
+    """`` blind``, `` blank#p1``…: a shortcut check must never read as its full-vision setting."""
+    return ("" if s.vision == "full" else f" {s.vision}") + (f"#p{s.option_order}" if s.option_order else "")
 
 
 def _pct(value: float, decimals: int = 1) -> str:

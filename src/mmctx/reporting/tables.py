@@ -37,9 +37,14 @@ SCORER_TITLES = {
 
 
 def _short(setting: Setting) -> str:
+    # a shortcut check must never read as its full-vision setting
+    ablation = ("" if setting.vision == "full" else f" {setting.vision}") + (
+        f"#p{setting.option_order}" if setting.option_order else ""
+    )
     if setting.shots == 0:
-        return "0" + ("+C" if setting.cot else "")
-    return {"random": "R", "similar": "S"}.get(setting.demos or "", str(setting.demos)) + ("+C" if setting.cot else "")
+        return "0" + ("+C" if setting.cot else "") + ablation
+    demos = {"random": "R", "similar": "S"}.get(setting.demos or "", str(setting.demos))
+    return demos + ("+C" if setting.cot else "") + ablation
 
 
 def _fmt(value: float, scale: float = 100.0) -> str:

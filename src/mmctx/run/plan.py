@@ -11,14 +11,19 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from mmctx.models.base import ModelInfo
 from mmctx.models.keys import request_fingerprint, request_key
+from mmctx.prompts.ablation import Ablation, AblationError
 from mmctx.prompts.build import BuiltPrompt, PromptError, build_prompt, derived_seed
 from mmctx.prompts.messages import to_jsonable
 from mmctx.prompts.presets import Preset
 from mmctx.run.settings import Setting
 from mmctx.schema import Benchmark, BenchmarkError, Problem
+
+# A run's grey images (``-blank`` settings), inside its folder: its stored prompts point here.
+BLANK_IMAGES = Path("images") / "blank"
 
 
 @dataclass(frozen=True)
@@ -93,8 +98,15 @@ def plan_requests(
     limits: GenerationLimits,
     limit: int | None = None,
     tasks: list[str] | None = None,
+    blank_dir: Path | None = None,
 ) -> list[PlannedRequest]:
-    """Every request of the run, in execution order; raises `BenchmarkError` listing all problems."""
+    """Every request of the run, in execution order; raises `BenchmarkError` listing all problems.
+
+    ``blank_dir``: where the grey images of ``-blank`` settings are written (a run passes its own
+    folder's `BLANK_IMAGES`); required only when a setting is a blank one.
+    """
+    if any(s.vision == "blank" for s in settings) and blank_dir is None:
+        raise AblationError("blank settings need a folder for their grey images: pass blank_dir")
     queries = [q for q in bench.queries if tasks is None or q.task in tasks]
     if limit is not None:
         queries = _first_per_task(queries, limit)
@@ -113,7 +125,10 @@ def plan_requests(
                 if not setting.supports(scorer):
                     continue
                 try:
-                    prompt = build_prompt(q, demos, preset, setting.style(scorer), seed, bench.root)
+                    prompt = build_prompt(
+                        q, demos, preset, setting.style(scorer), seed, bench.root,
+                        Ablation(setting.vision, blank_dir), setting.option_order,
+                    )  # fmt: skip
                 except PromptError as exc:
                     problems.append(Problem("queries", q.id, f"setting {setting.name}", str(exc)))
                     continue

@@ -6,13 +6,21 @@ from (``random`` or ``similar``), and whether they carry chain-of-thought ration
 ``8-similar-cot``. A scorer says how the answer is read: ``generate`` (greedy text, then
 answer extraction) or ``ppl`` (the option with the lowest per-token perplexity).
 CoT settings are generation-only: ranking fixed options has no place for a rationale.
+
+Shortcut checks add a *vision modifier* after the setting (`mmctx.prompts.ablation`):
+``-blind`` (the query's images removed, demos keep theirs), ``-blind-all`` (every image removed)
+or ``-blank`` (each query image replaced by a grey image of its size), as in ``0-shot-blind`` or
+``8-similar-blank``. ``#p<n>`` asks the query with its options in the n-th seeded rotation of their
+shown order (`with_option_orders`), so an item counts as answerable without vision only when it is
+answered under several orders, not by a lucky position.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from mmctx.prompts.ablation import VISIONS, Vision
 from mmctx.prompts.presets import AnswerStyle
 
 SCORERS: tuple[str, ...] = ("generate", "ppl")
@@ -24,17 +32,29 @@ class Setting:
     demos: str | None = None  # demo-key strategy, None for zero-shot
     cot: bool = False
     order: int = 0  # 0: demos in stored order; n > 0: the n-th seeded permutation of them
+    vision: Vision = "full"  # which images the prompt keeps (`mmctx.prompts.ablation`)
+    option_order: int = 0  # 0: options in their shown order; n > 0: that order rotated n places
 
     @property
     def name(self) -> str:
         if self.shots == 0:
-            return "0-shot-cot" if self.cot else "0-shot"
-        return f"{self.shots}-{self.demos}" + ("-cot" if self.cot else "") + (f"#o{self.order}" if self.order else "")
+            core = "0-shot-cot" if self.cot else "0-shot"
+        else:
+            core = f"{self.shots}-{self.demos}" + ("-cot" if self.cot else "")
+        core += "" if self.vision == "full" else f"-{self.vision}"
+        return (
+            core + (f"#o{self.order}" if self.order else "") + (f"#p{self.option_order}" if self.option_order else "")
+        )
 
     @property
     def base(self) -> Setting:
         """The same setting with demos in stored order."""
-        return Setting(self.shots, self.demos, self.cot)
+        return replace(self, order=0)
+
+    @property
+    def shown_options(self) -> Setting:
+        """The same setting with options in their shown order."""
+        return replace(self, option_order=0)
 
     def style(self, scorer: str) -> AnswerStyle:
         if scorer == "ppl":
@@ -46,6 +66,22 @@ class Setting:
 
     @classmethod
     def parse(cls, name: str) -> Setting:
+        core, vision, option_order = _split_modifiers(name.strip())
+        try:
+            setting = cls._parse_core(core)
+        except ValueError as exc:
+            where = f" (in {name.strip()!r})" if core != name.strip() else ""
+            raise ValueError(
+                f"{exc}{where}; a vision modifier -blind, -blind-all or -blank and #p<n> may follow"
+            ) from None
+        if vision == "full" and option_order:
+            raise ValueError(
+                f"setting {name!r}: #p<n> (option order) is for -blind, -blind-all and -blank settings only"
+            )
+        return replace(setting, vision=vision, option_order=option_order)
+
+    @classmethod
+    def _parse_core(cls, name: str) -> Setting:
         m = re.fullmatch(r"(\d+)-(shot|random|similar)(-cot)?(?:#o(\d+))?", name.strip())
         if not m or (m.group(2) == "shot") != (m.group(1) == "0") or (m.group(4) and m.group(1) == "0"):
             raise ValueError(
@@ -54,6 +90,20 @@ class Setting:
         shots = int(m.group(1))
         order = int(m.group(4) or 0)
         return cls(shots=shots, demos=None if shots == 0 else m.group(2), cot=bool(m.group(3)), order=order)
+
+
+# The modifiers sit between the setting and its demo order: ``8-similar-blind#o1#p2``.
+_MODIFIED = re.compile(rf"(?P<core>.+?)(?:-(?P<vision>{'|'.join(v for v in VISIONS if v != 'full')}))?"
+                       r"(?P<order>#o\d+)?(?:#p(?P<option_order>\d+))?")  # fmt: skip
+
+
+def _split_modifiers(name: str) -> tuple[str, Vision, int]:
+    """``(setting without modifiers, vision, option order)``; the core is left to `Setting._parse_core`."""
+    m = _MODIFIED.fullmatch(name)
+    if not m:
+        return name, "full", 0
+    vision: Vision = m.group("vision") or "full"  # type: ignore[assignment]
+    return m.group("core") + (m.group("order") or ""), vision, int(m.group("option_order") or 0)
 
 
 PAPER_GRID: tuple[Setting, ...] = tuple(
@@ -76,6 +126,22 @@ def with_demo_orders(settings: list[Setting], orders: int) -> list[Setting]:
         out.append(s)
         if s.shots > 1:
             out += [Setting(s.shots, s.demos, s.cot, order) for order in range(1, orders)]
+    return out
+
+
+def with_option_orders(settings: list[Setting], orders: int) -> list[Setting]:
+    """Each setting with a vision modifier in ``orders`` option orders: shown order, then rotations.
+
+    Other settings are left as they are: option orders are how a shortcut check tells an answer
+    from a position preference.
+    """
+    if isinstance(orders, bool) or not isinstance(orders, int) or orders < 1:
+        raise ValueError(f"blind_orders (option orders per blind or blank setting) must be at least 1, got {orders!r}")
+    out = []
+    for s in settings:
+        out.append(s)
+        if s.vision != "full" and not s.option_order:
+            out += [replace(s, option_order=n) for n in range(1, orders)]
     return out
 
 

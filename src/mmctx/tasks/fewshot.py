@@ -20,7 +20,7 @@ from mmctx.models.registry import changed_values
 from mmctx.prompts.build import preset_problems
 from mmctx.prompts.presets import Preset, get_preset
 from mmctx.run.distributed import RayOptions
-from mmctx.run.plan import GenerationLimits, PlannedRequest, Shard, plan_requests, take_shard
+from mmctx.run.plan import BLANK_IMAGES, GenerationLimits, PlannedRequest, Shard, plan_requests, take_shard
 from mmctx.run.runner import (
     RunConfig,
     RunStats,
@@ -31,7 +31,7 @@ from mmctx.run.runner import (
     open_run_manifest,
     run_lock,
 )
-from mmctx.run.settings import parse_scorers, parse_settings, with_demo_orders
+from mmctx.run.settings import parse_scorers, parse_settings, with_demo_orders, with_option_orders
 from mmctx.schema import BenchmarkError
 from mmctx.scoring.results import CellMetrics, SampleResult, rescore
 
@@ -66,6 +66,7 @@ def evaluate(
     backend_options: dict | None = None,
     retry_errors: bool = False,
     demo_orders: int = 1,
+    blind_orders: int = 3,
     shard: str | None = None,
     show_progress: bool = True,
     backend_factory: Callable[..., Backend] = load_backend,
@@ -77,11 +78,12 @@ def evaluate(
     problems = preset_problems(bench, chosen)  # every item the preset cannot show, not just the first
     if problems:
         raise BenchmarkError(problems)
+    grid = with_option_orders(with_demo_orders(parse_settings(settings), demo_orders), blind_orders)
     config = RunConfig(
         benchmark=str(Path(benchmark).resolve()),
         benchmark_name=bench.name,
         benchmark_sha256=bench.fingerprint(),
-        settings=[s.name for s in with_demo_orders(parse_settings(settings), demo_orders)],  # recorded: changes scores
+        settings=[s.name for s in grid],  # recorded: changes scores
         scorers=parse_scorers(scorers),
         preset=chosen.name,
         preset_sha256=chosen.fingerprint(),
@@ -95,8 +97,9 @@ def evaluate(
     unknown = [t for t in tasks or [] if t not in bench.tasks]
     if unknown:  # a misspelt task would otherwise be an empty run that reports nothing
         raise ValueError(f"unknown task(s) {unknown}; the benchmark has {bench.tasks}")
-    grid = with_demo_orders(parse_settings(settings), demo_orders)
-    plan = plan_requests(bench, grid, config.scorers, chosen, seed, limits, limit=limit, tasks=tasks)
+    run_dir = Path(run_dir)
+    plan = plan_requests(bench, grid, config.scorers, chosen, seed, limits, limit=limit, tasks=tasks,
+                         blank_dir=run_dir / BLANK_IMAGES)  # fmt: skip
     plan = take_shard(plan, Shard.parse(shard) if shard else None)
     # evaluate's model arguments and `backend_options` are flat values: the backend takes its own,
     # and one it does not take is refused if the caller set it (`options_for`: None, False and
