@@ -146,3 +146,35 @@ def test_mmr_at_lambda_one_is_similarity_and_greedy_prefixes_agree():
 def test_random_draws_of_fewer_are_prefixes_of_more():
     cands = [f"d{i}" for i in range(100)]
     assert random_demos("q", "counting", cands, 64, 0)[:8] == random_demos("q", "counting", cands, 8, 0)
+
+
+# --- reports: order sensitivity and paired comparisons ---------------------------------------------
+
+
+def _result(q: str, setting: str, pred: int, gold: int = 0):
+    from mmctx.scoring.results import SampleResult
+
+    return SampleResult(f"{setting}/ppl/{q}", q, "counting", "s", setting, "ppl", gold, pred,
+                        "correct" if pred == gold else "wrong")  # fmt: skip
+
+
+def test_order_sensitivity_covers_nearest_last_and_seeded_orders():
+    from mmctx.scoring.stats import order_sensitivity
+
+    results = [_result("a", "4-similar", 0), _result("b", "4-similar", 1),
+               _result("a", "4-similar-last", 0), _result("b", "4-similar-last", 0),
+               _result("a", "4-similar#o1", 1), _result("b", "4-similar#o1", 1)]  # fmt: skip
+    (s,) = order_sensitivity(results)
+    assert s.setting == "4-similar" and s.orders == ("stored", "last", "#o1")
+    assert s.accuracies == (0.5, 1.0, 0.0) and s.agreement == 0.0
+
+
+def test_the_comparison_table_asks_each_strategy_against_similar():
+    from mmctx.scoring.stats import compare_settings
+
+    items = "abcdef"
+    results = [_result(q, "16-similar", 0) for q in items] + [_result(q, "16-mmr", int(q > "c")) for q in items]
+    results += [_result(q, "16-similar-last", 0) for q in items]
+    rows = {r.question: r.result for r in compare_settings("m", results)}
+    assert set(rows) == {"16-shot mmr vs similar", "16-shot similar: nearest last vs first"}
+    assert rows["16-shot mmr vs similar"].n == 6 and rows["16-shot mmr vs similar"].only_baseline == 3
