@@ -42,7 +42,7 @@ ASSEMBLED = frozenset({
     "Idefics3ImageProcessor", "PixtralImageProcessor", "Qwen2VLImageProcessor", "SiglipImageProcessor",
 })  # fmt: skip
 CHECKS = 3  # calls compared against the real image processor before the cache is trusted
-CHECK_EVERY = 64  # and one call in this many after that, in case a later batch assembles differently
+CHECK_EVERY = 256  # and one call in this many after that, in case a later batch assembles differently
 MAX_BYTES = 2**30  # preprocessed tensors kept, least recently used out (1 GiB)
 
 
