@@ -186,7 +186,7 @@ def test_the_preprocessed_cache_is_bounded_by_bytes():
     cache = CachedImageProcessor(Pixels(), checks=1, max_bytes=2 * 40)  # room for two results
     out = cache(images, return_tensors="pt")
     assert out["pixel_values"][:, 0].tolist() == [1, 2, 3, 4, 5]
-    assert len(cache._results) == 2 and cache._bytes == 80
+    assert len(cache._results) == 2 and cache._results.bytes == 80
     again = cache(images[:1], return_tensors="pt")  # evicted: preprocessed again, still right
     assert again["pixel_values"][0, 0] == 1 and cache.misses == 6
 

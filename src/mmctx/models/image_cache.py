@@ -22,13 +22,11 @@ the processor would, uncached.
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from typing import Any
 
 import torch
 
-from mmctx.models.images import content_key
+from mmctx.models.images import ByteBoundedLRU, content_key
 
 log = logging.getLogger(__name__)
 
@@ -52,14 +50,10 @@ class CachedImageProcessor:
     def __init__(self, inner: Any, checks: int = CHECKS, max_bytes: int = MAX_BYTES):
         self._inner = inner
         self._checks_left = checks
-        self._max_bytes = max_bytes
-        self._results: OrderedDict[tuple, dict] = OrderedDict()
-        self._bytes = 0
+        self._results = ByteBoundedLRU(max_bytes, _nbytes)
         self._calls = 0
-        self._lock = threading.Lock()
         self.enabled = True
         self._layout: str | None = None  # "nested" or "flat", once a check has shown which
-        self.hits = self.misses = 0
 
     @staticmethod
     def assembles(inner: Any) -> bool:
@@ -98,23 +92,17 @@ class CachedImageProcessor:
             return self._inner(images, **kwargs)
 
     def _one(self, image: Any, key: str, arguments: str, nested: bool, kwargs: dict) -> dict:
-        cache_key = (key, arguments, nested)
-        with self._lock:
-            found = self._results.get(cache_key)
-            if found is not None:
-                self._results.move_to_end(cache_key)
-                self.hits += 1
-                return found
-        result = dict(self._inner([[image]] if nested else [image], **kwargs))
-        size = _nbytes(result)
-        with self._lock:
-            self.misses += 1
-            if size <= self._max_bytes and cache_key not in self._results:
-                self._results[cache_key] = result
-                self._bytes += size
-                while self._bytes > self._max_bytes:
-                    self._bytes -= _nbytes(self._results.popitem(last=False)[1])
-        return result
+        return self._results.get(
+            (key, arguments, nested), lambda: dict(self._inner([[image]] if nested else [image], **kwargs))
+        )
+
+    @property
+    def hits(self) -> int:
+        return self._results.hits
+
+    @property
+    def misses(self) -> int:
+        return self._results.misses
 
     def usage(self) -> dict[str, Any]:
         """What a run records: whether the cache served, images preprocessed, results reused."""

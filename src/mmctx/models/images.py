@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from typing import Any
 
 # 512 MiB of RGB pixels: about 180 images of 1000 × 1000, or 19,000 of 96 × 96.
@@ -21,40 +22,55 @@ CACHE_BYTES = 512 * 2**20
 CONTENT_KEY = "mmctx_sha256"
 
 
-class DecodedImages:
-    """An LRU cache of RGB PIL images by content hash, holding at most ``max_bytes`` of pixels."""
+class ByteBoundedLRU:
+    """A thread-safe LRU cache holding at most ``max_bytes`` of values (``size_of`` measures one);
+    a value larger than the whole bound is handed back but not kept. Counts ``hits`` and ``misses``."""
 
-    def __init__(self, max_bytes: int = CACHE_BYTES):
+    def __init__(self, max_bytes: int, size_of: Callable[[Any], int]):
         self.max_bytes = max_bytes
-        self._images: OrderedDict[str, Any] = OrderedDict()
-        self._bytes = 0
+        self._size_of = size_of
+        self._values: OrderedDict[Hashable, Any] = OrderedDict()
+        self.bytes = 0
         self._lock = threading.Lock()  # a backend may be called from several threads
         self.hits = self.misses = 0
 
-    def get(self, path: str, sha256: str) -> Any:
-        """The image at ``path`` (whose bytes hash to ``sha256``) as an RGB PIL image."""
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def get(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        """The value kept under ``key``, else ``make()``, kept while it fits."""
         with self._lock:
-            image = self._images.get(sha256)
-            if image is not None:
-                self._images.move_to_end(sha256)
+            found = self._values.get(key)
+            if found is not None:
+                self._values.move_to_end(key)
                 self.hits += 1
-                return image
-        image = _decode(path, sha256)
-        size = image.width * image.height * 3
+                return found
+        value = make()  # outside the lock: decoding or preprocessing is the slow part
+        size = self._size_of(value)
         with self._lock:
             self.misses += 1
-            if size <= self.max_bytes and sha256 not in self._images:
-                self._images[sha256] = image
-                self._bytes += size
-                while self._bytes > self.max_bytes:
-                    _, old = self._images.popitem(last=False)
-                    self._bytes -= old.width * old.height * 3
-        return image
+            if size <= self.max_bytes and key not in self._values:
+                self._values[key] = value
+                self.bytes += size
+                while self.bytes > self.max_bytes:
+                    self.bytes -= self._size_of(self._values.popitem(last=False)[1])
+        return value
 
     def clear(self) -> None:
         with self._lock:
-            self._images.clear()
-            self._bytes = 0
+            self._values.clear()
+            self.bytes = 0
+
+
+class DecodedImages(ByteBoundedLRU):
+    """RGB PIL images by content hash, holding at most ``max_bytes`` of pixels."""
+
+    def __init__(self, max_bytes: int = CACHE_BYTES):
+        super().__init__(max_bytes, lambda image: image.width * image.height * 3)
+
+    def get(self, path: str, sha256: str) -> Any:  # type: ignore[override]
+        """The image at ``path`` (whose bytes hash to ``sha256``) as an RGB PIL image."""
+        return super().get(sha256, lambda: _decode(path, sha256))
 
 
 def _decode(path: str, sha256: str) -> Any:
