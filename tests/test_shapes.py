@@ -143,8 +143,8 @@ def test_same_seed_same_records_and_bytes(tmp_path: Path) -> None:
 
 
 def test_same_seed_same_benchmark(tmp_path: Path) -> None:
-    a = build_benchmark(tmp_path / "a", queries_per_task=2, pool_per_task=14, seed=5)
-    b = build_benchmark(tmp_path / "b", queries_per_task=2, pool_per_task=14, seed=5)
+    a = build_benchmark(tmp_path / "a", queries_per_task=2, demos_per_query=8, pool_per_task=14, seed=5)
+    b = build_benchmark(tmp_path / "b", queries_per_task=2, demos_per_query=8, pool_per_task=14, seed=5)
     assert [q.model_dump() for q in a.queries] == [q.model_dump() for q in b.queries]
     assert [d.model_dump() for d in a.demos] == [d.model_dump() for d in b.demos]
 
@@ -155,9 +155,9 @@ def test_same_seed_same_benchmark(tmp_path: Path) -> None:
 def test_demo_keys_are_same_task_format_never_queries(bench: Benchmark) -> None:
     query_ids = {q.id for q in bench.queries}
     for q in bench.queries:
-        assert set(q.demo_keys) == {"random", "similar"}
-        for keys in q.demo_keys.values():
-            assert len(keys) == 8 and len(set(keys)) == 8
+        assert set(q.demo_keys) == {"random", "similar", "image-similar", "text-similar", "mmr"}
+        for keys in q.demo_keys.values():  # as many as the largest many-shot setting asks
+            assert len(keys) == 64 and len(set(keys)) == 64
             assert q.id not in keys and not set(keys) & query_ids
             for key in keys:
                 d = bench.demo(key)
@@ -172,8 +172,8 @@ def test_similar_demos_are_more_similar_and_ordered(bench: Benchmark) -> None:
         scores = [cosine(fq, features(bench.demo(k))) for k in q.demo_keys["similar"]]
         # Most similar first (ties, equal up to float noise, are ordered by id instead).
         assert all(x >= y - 1e-9 for x, y in zip(scores, scores[1:], strict=False))
-        similar.append(np.mean(scores))
-        random.append(np.mean([cosine(fq, features(bench.demo(k))) for k in q.demo_keys["random"]]))
+        similar.append(np.mean(scores[:8]))
+        random.append(np.mean([cosine(fq, features(bench.demo(k))) for k in q.demo_keys["random"][:8]]))
     assert np.mean(similar) > np.mean(random) + 0.05
     assert np.mean(np.array(similar) >= np.array(random)) == 1.0
 

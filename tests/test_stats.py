@@ -178,7 +178,8 @@ def test_compare_settings_asks_only_questions_the_run_can_answer() -> None:
     rows = compare_settings("m", run)
     generate = [r.question for r in rows if r.scorer == "generate"]
     ppl = [r.question for r in rows if r.scorer == "ppl"]
-    assert generate == [c.question for c in COMPARISONS if c.treatment.startswith("4-")]
+    ran = {"0-shot", "4-random", "4-similar", "4-similar-cot"}
+    assert generate == [c.question for c in COMPARISONS if {c.baseline, c.treatment} <= ran]
     assert ppl == [q for q in generate if "CoT" not in q]  # no CoT setting for ppl
     assert [r.scorer for r in rows] == ["generate"] * 4 + ["ppl"] * 3  # generation first
     per_task = compare_settings("m", run, per_task=True)

@@ -291,17 +291,26 @@ class Benchmark:
         With ``need_rationale`` (CoT settings), demos without a rationale are skipped and the
         next ones in stored order take their place; the chosen ids are recorded in each request.
         """
-        keys = query.demo_keys.get(strategy, [])
+        usable = self.ranked_demos(query, strategy, need_rationale)
+        if len(usable) < k:
+            what = "demos with a rationale" if need_rationale else "demos"
+            raise BenchmarkError(
+                [Problem("queries", query.id, f"demo_keys.{strategy}", f"needs {k} {what}, has {len(usable)}")]
+            )
+        return usable[:k]
+
+    def ranked_demos(self, query: Sample, strategy: str, need_rationale: bool = False) -> list[Sample]:
+        """Every demo ``query`` stores under ``strategy``, in stored order (see `demos_for`)."""
         field = f"demo_keys.{strategy}"
+        if strategy not in query.demo_keys:
+            stored = sorted(query.demo_keys) or "none"
+            raise BenchmarkError([Problem("queries", query.id, field, f"no such list (stored: {stored})")])
+        keys = query.demo_keys[strategy]
         index = self._demo_index
         unknown = [key for key in keys if key not in index]
         if unknown:
             raise BenchmarkError([Problem("queries", query.id, field, f"unknown demo key(s) {unknown!r}")])
-        usable = [index[key] for key in keys if not need_rationale or index[key].rationale is not None]
-        if len(usable) < k:
-            what = "demos with a rationale" if need_rationale else "demos"
-            raise BenchmarkError([Problem("queries", query.id, field, f"needs {k} {what}, has {len(usable)}")])
-        return usable[:k]
+        return [index[key] for key in keys if not need_rationale or index[key].rationale is not None]
 
     def image_path(self, rel: str) -> Path:
         """The file of image path ``rel``; raises `ImagePathError` for one the root does not hold."""

@@ -55,17 +55,22 @@ def validate(
 def shapes(
     out: Path = typer.Option(..., help="Output folder."),
     per_task: int | None = typer.Option(
-        None, help="Pool samples per task and format (40; with --benchmark, queries per task + 32)."
+        None, help="Pool samples per task and format (40; with --benchmark, queries per task + 2 × demos)."
     ),
     seed: int = typer.Option(0),
     benchmark: bool = typer.Option(False, "--benchmark", help="Write a ready benchmark (queries + demos + keys)."),
     queries_per_task: int = typer.Option(10, help="With --benchmark: queries per task and format."),
+    demos: int = typer.Option(
+        64, help="With --benchmark: ranked demo keys stored per query and strategy (the largest k a setting may ask)."
+    ),
 ) -> None:
     """Write a shapes-world pool, or a ready benchmark with --benchmark."""
     from mmctx.data import shapes as sw
 
     if benchmark:
-        bench = sw.build_benchmark(out, queries_per_task=queries_per_task, seed=seed, pool_per_task=per_task)
+        bench = sw.build_benchmark(
+            out, queries_per_task=queries_per_task, demos_per_query=demos, seed=seed, pool_per_task=per_task
+        )
         console.print(f"benchmark: {len(bench.queries)} queries, {len(bench.demos)} demos → {out}")
     else:
         from mmctx.data.disk import write_samples
@@ -112,7 +117,7 @@ def build_fewmmbench(
     encoder: str = typer.Option(..., help=ENCODER_HELP),
     recipe: Path | None = typer.Option(None, help="Recipe YAML (default: the shipped FewMMBench one)."),
     k: int = typer.Option(250, help="Queries per task and kind."),
-    demos: int = typer.Option(8),
+    demos: int = typer.Option(64, help="Ranked demo keys per query and strategy: the largest k a setting may ask."),
     seed: int = typer.Option(0),
     rationales: str | None = typer.Option(None, help="Model spec for CoT rationales (none without it)."),
     duplicate_cosine: float = typer.Option(0.98, help="Candidates closer than this to a query are not its demos."),

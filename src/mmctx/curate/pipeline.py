@@ -6,15 +6,18 @@ caption/foil queries per task separately — and each step writes its output und
 
     WORK/embeddings/<group>.npz    joint CLIP embeddings of the group's pool (ids in pool order)
     WORK/selection/<group>.json    Graph-Cut picks: ids, gains, λ, convention, ρ
-    WORK/retrieval/<group>.json    per query: similar ids + cosines, random ids; exclusions
+    WORK/retrieval/<group>.json    per query: ranked ids per strategy (similar + cosines, random,
+                                   image-similar, text-similar, mmr); exclusions
     WORK/rationales.jsonl          per demo: rationale outcome (status, attempts, injected)
     WORK/responses.sqlite          every model reply the rationales step received (resumable)
     WORK/summary.json              the per-group table printed at the end
     WORK/figures/                  demo-similarity boxplot and projection scatters, drawn by the
                                    reporting layer (`mmctx.reporting.curation`)
 
-The benchmark (queries with ``similar`` and ``random`` keys, the demo table, images) is
-written by `build_benchmark` from the pool and the retrieval files.
+The benchmark (queries with ranked ``similar``, ``random``, ``mmr`` and, for an encoder with an
+image tower, ``image-similar`` and ``text-similar`` keys; the demo table; images) is written by
+`build_benchmark` from the pool and the retrieval files. Each list holds ``demos`` keys (64 by
+default): the largest k a setting may ask (`mmctx.run.strategies` picks from them).
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ import numpy as np
 from mmctx.curate.embed import Embeddings, embed_samples, load_encoder
 from mmctx.curate.retrieve import (
     DUPLICATE_COSINE,
+    Neighbours,
     TooFewCandidates,
+    mmr_demos,
     near_duplicates,
     random_demos,
     rerank_demos,
@@ -42,6 +47,10 @@ from mmctx.data.groups import KIND, groups_of
 from mmctx.schema import Benchmark, Sample, listed
 
 RETRIEVAL_MODES = ("joint", "image-then-text")
+DEMOS_PER_QUERY = 64  # ranked keys per query and list: enough for 16-, 32- and 64-shot settings
+MMR_LAMBDA = 0.5  # the λ of the stored ``mmr`` list (`mmctx.run.strategies.DEFAULT_MMR_LAMBDA`)
+# Lists stored besides ``similar`` and ``random``: the strategies that need embeddings.
+EMBEDDING_LISTS = ("image-similar", "text-similar", "mmr")
 LAYOUT_DIR = "fewmmbench-layout"
 
 
@@ -178,7 +187,7 @@ def retrieve_step(
     embeddings: dict[str, Embeddings],
     selections: dict,
     work: Path,
-    demos: int = 8,
+    demos: int = DEMOS_PER_QUERY,
     seed: int = 0,
     mode: str = "joint",
     duplicate_cosine: float = DUPLICATE_COSINE,
@@ -221,6 +230,10 @@ def retrieve_step(
         joint_c = emb.joint[c_rows]
         leaks = near_duplicates(emb.joint[q_rows], joint_c, duplicate_cosine, same)
         usable = ~(leaks | other_format)
+        try:
+            extra = _embedding_lists(emb, q_rows, c_rows, demos, duplicate_cosine, excluded | leaks)
+        except TooFewCandidates as exc:  # cannot happen where the joint lists passed; said clearly if it does
+            raise CurationError(f"{name}: queries {[sel['ids'][r] for r in exc.rows][:10]}: {exc}") from exc
         per_query = {}
         for qi, qid in enumerate(sel["ids"]):
             # Random demos come from the same candidates as similar ones: no query, no near-duplicate.
@@ -231,6 +244,7 @@ def retrieve_step(
                 "similar_cosines": [float(x) for x in joint_c[nb.indices[qi]] @ emb.joint[q_rows[qi]]],
                 "random": rnd,
                 "random_cosines": [float(x) for x in emb.joint[rnd_rows] @ emb.joint[q_rows[qi]]],
+                **{key: [cand_ids[j] for j in nb_extra.indices[qi]] for key, nb_extra in extra.items()},
                 "excluded_near_duplicates": int(leaks[qi].sum()),
             }
         record = {
@@ -247,6 +261,20 @@ def retrieve_step(
     return out
 
 
+def _embedding_lists(
+    emb: Embeddings, q_rows: np.ndarray, c_rows: np.ndarray, demos: int, duplicate_cosine: float, excluded: np.ndarray
+) -> dict[str, Neighbours]:
+    """The ranked lists of `EMBEDDING_LISTS` this encoder allows (image/text halves need an image tower).
+
+    ``excluded`` holds every joint near-duplicate too, so no list shows a demo that ``similar`` may not.
+    """
+    out = {"mmr": mmr_demos(emb.joint[q_rows], emb.joint[c_rows], demos, MMR_LAMBDA, duplicate_cosine, excluded)}
+    if emb.image is not None:
+        for key, block in (("image-similar", emb.image), ("text-similar", emb.text)):
+            out[key] = similar_demos(block[q_rows], block[c_rows], demos, duplicate_cosine, excluded)
+    return out
+
+
 def load_retrievals(work: Path) -> dict:
     files = sorted((work / "retrieval").glob("*.json"))
     if not files:
@@ -260,10 +288,9 @@ def build_benchmark(samples: list[Sample], root: Path, retrievals: dict, name: s
     queries, demo_ids = [], []
     for record in retrievals.values():
         for qid, keys in record["queries"].items():
-            queries.append(
-                by_id[qid].model_copy(update={"demo_keys": {"similar": keys["similar"], "random": keys["random"]}})
-            )
-            demo_ids += keys["similar"] + keys["random"]
+            lists = {key: keys[key] for key in ("similar", "random", *EMBEDDING_LISTS) if key in keys}
+            queries.append(by_id[qid].model_copy(update={"demo_keys": lists}))
+            demo_ids += [d for ranked in lists.values() for d in ranked]
     demos = [by_id[d].model_copy(update={"demo_keys": {}}) for d in dict.fromkeys(demo_ids)]
     # The samples come from the user's own source folders, where image sets are often links to a
     # shared copy; saving copies the files, so the written benchmark holds no link.
@@ -394,7 +421,7 @@ class CurateOptions:
     k: int = 250
     lam: float | str | None = None  # None: the paper's λ per task; "auto": n / (2k)
     convention: str = "paper"
-    demos: int = 8
+    demos: int = DEMOS_PER_QUERY
     seed: int = 0
     retrieval: str = "joint"
     duplicate_cosine: float = DUPLICATE_COSINE
@@ -461,10 +488,10 @@ def curate_samples(
     save_benchmark(bench, out)
     left_out: dict[str, str] = {}
     if opts.fewmmbench_layout:
-        from mmctx.data.fewmmbench import layout_left_out, save_fewmmbench_layout
+        from mmctx.data.fewmmbench import layout_left_out, layout_lists, save_fewmmbench_layout
 
         left_out = layout_left_out(bench)
-        save_fewmmbench_layout(bench, Path(out) / LAYOUT_DIR, skip_unsupported=True)
+        save_fewmmbench_layout(layout_lists(bench), Path(out) / LAYOUT_DIR, skip_unsupported=True)
     drawn = (
         figures(embeddings, selections, retrievals, work / "figures", opts.projection)
         if opts.figures and figures is not None

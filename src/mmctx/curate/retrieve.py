@@ -4,8 +4,10 @@ Both draw from the same candidates: the pool minus every selected query, so a qu
 sees itself or another query as a demonstration. Similar demos are ordered most similar
 first (ties: lowest pool index). Near-duplicates of a query — the same image content, or a
 cosine above a threshold — are excluded, because such a demo would show the query's answer.
-Random demos are drawn uniformly with a seed derived from (seed, task, query id), so a
-query's draw does not depend on which other queries exist.
+Random demos are a seeded permutation of the candidates (seed derived from (seed, task, query
+id), so a query's draw does not depend on which other queries exist), cut to k: a draw of fewer
+is a prefix of it. MMR demos (maximal marginal relevance) are picked greedily, so they too are
+stored once for the largest k and any shorter prefix is what MMR picks for fewer.
 """
 
 from __future__ import annotations
@@ -124,8 +126,51 @@ def rerank_demos(
     return Neighbours(indices=np.array(rows), scores=np.array(scores), excluded=banned.sum(axis=1))
 
 
+def mmr_demos(
+    queries: np.ndarray,
+    candidates: np.ndarray,
+    k: int,
+    lam: float,
+    duplicate_cosine: float = DUPLICATE_COSINE,
+    same_content: np.ndarray | None = None,
+) -> Neighbours:
+    """Per query, ``k`` candidates by maximal marginal relevance, in the order greedy MMR picks them.
+
+    Each step takes the candidate maximising ``λ·cos(query, c) − (1 − λ)·max cos(c, picked)``
+    (ties: lowest index); λ = 1 is `similar_demos`. Near-duplicates are excluded as there.
+    ``scores`` are the picked candidates' cosines to the query.
+    """
+    if not 0.0 <= lam <= 1.0:
+        raise ValueError(f"MMR λ must lie in [0, 1], got {lam:g}")
+    q, c = _unit(queries), _unit(candidates)
+    sims = q @ c.T
+    banned = sims > duplicate_cosine
+    if same_content is not None:
+        banned |= same_content
+    short = np.flatnonzero((~banned).sum(axis=1) < k)
+    if len(short):
+        raise TooFewCandidates(short.tolist(), k)
+    pair = c @ c.T
+    rows, scores = [], []
+    for qi in range(len(q)):
+        left = ~banned[qi]
+        redundancy = np.zeros(len(c))
+        picked = []
+        for _ in range(k):
+            score = np.where(left, lam * sims[qi] - (1 - lam) * redundancy, -np.inf)
+            best = int(np.argmax(score))  # the first of equal maxima: the lowest index
+            picked.append(best)
+            left[best] = False
+            redundancy = np.maximum(redundancy, pair[best])
+        rows.append(picked)
+        scores.append(sims[qi, picked])
+    return Neighbours(indices=np.array(rows), scores=np.array(scores), excluded=banned.sum(axis=1))
+
+
 def random_demos(query_id: str, task: str, candidates: list[str], k: int, seed: int) -> list[str]:
-    """``k`` candidates drawn uniformly without replacement, seeded by (seed, task, query id)."""
+    """The first ``k`` of a permutation of the candidates seeded by (seed, task, query id)."""
     if len(candidates) < k:
         raise ValueError(f"query {query_id!r}: {len(candidates)} candidates for {k} random demos")
-    return random.Random(derived_seed(seed, "random-demos", task, query_id)).sample(sorted(candidates), k)
+    ids = sorted(candidates)
+    random.Random(derived_seed(seed, "random-demos", task, query_id)).shuffle(ids)
+    return ids[:k]

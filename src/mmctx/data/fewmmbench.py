@@ -65,7 +65,7 @@ import re
 import tempfile
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -712,6 +712,19 @@ def save_fewmmbench_layout(bench: Benchmark, out: Path, skip_unsupported: bool =
             written.append(config)
     (out / "README.md").write_text(_readme(written, bench.description, left_out), encoding="utf-8")
     return out
+
+
+def layout_lists(bench: Benchmark) -> Benchmark:
+    """``bench`` with each query's demo lists cut to the layout's columns (``similar``, ``random``).
+
+    The other strategies' lists (``mmr``, ``image-similar``, …) live in mmctx's own layout only; a
+    demo only they reference still gets its row, so the tables stay the same set.
+    """
+    kept = set(DEMO_KEY_COLUMNS.values())
+    queries = [
+        q.model_copy(update={"demo_keys": {k: v for k, v in q.demo_keys.items() if k in kept}}) for q in bench.queries
+    ]
+    return replace(bench, queries=queries)
 
 
 # The layout's config kind per sample format; binary statements are caption/foil rows with one side empty.

@@ -136,7 +136,7 @@ def write_report_results(
     orders = [(model, o) for model, results in runs for o in stats.order_sensitivity(results)]
     if orders:
         rows = [
-            {"model": m, "setting": o.setting, "scorer": o.scorer, "orders": len(o.accuracies), "n": o.n,
+            {"model": m, "setting": o.setting, "scorer": o.scorer, "orders": " / ".join(o.orders) or len(o.accuracies), "n": o.n,
              "accuracies": " / ".join(f"{100 * a:.1f}" for a in o.accuracies), "spread": round(100 * o.spread, 1),
              "std": round(100 * o.std, 2), "agreement": round(100 * o.agreement, 1)}
             for m, o in orders

@@ -16,11 +16,12 @@ from pathlib import Path
 from mmctx.models.base import ModelInfo
 from mmctx.models.keys import request_fingerprint, request_key
 from mmctx.prompts.ablation import Ablation, AblationError
-from mmctx.prompts.build import BuiltPrompt, PromptError, build_prompt, derived_seed
+from mmctx.prompts.build import BuiltPrompt, PromptError, build_prompt, derived_seed, shown_options
 from mmctx.prompts.messages import to_jsonable
 from mmctx.prompts.presets import Preset
 from mmctx.run.settings import Setting
-from mmctx.schema import Benchmark, BenchmarkError, Problem
+from mmctx.run.strategies import StrategyError
+from mmctx.schema import Benchmark, BenchmarkError, Problem, Sample
 
 # A run's grey images (``-blank`` settings), inside its folder: its stored prompts point here.
 BLANK_IMAGES = Path("images") / "blank"
@@ -115,7 +116,9 @@ def plan_requests(
     for q in queries:
         for setting in settings:
             try:
-                demos = bench.demos_for(q, setting.demos, setting.shots, setting.cot) if setting.shots else []
+                demos = choose_demos(bench, q, setting, preset, seed)
+                if setting.last:  # the most similar demo nearest the query
+                    demos.reverse()
                 if setting.order:  # order sensitivity: the same demos, permuted per (seed, order, query)
                     random.Random(derived_seed(seed, "demo-order", str(setting.order), q.id)).shuffle(demos)
             except BenchmarkError as exc:
@@ -148,6 +151,27 @@ def plan_requests(
     if problems:
         raise BenchmarkError(problems)
     return [replace(r, position=i) for i, r in enumerate(requests)]
+
+
+def choose_demos(bench: Benchmark, query: Sample, setting: Setting, preset: Preset, seed: int) -> list[Sample]:
+    """The demos ``setting``'s strategy picks for ``query``, stored order; `BenchmarkError` naming the list."""
+    strategy = setting.strategy
+    if strategy is None:
+        return []
+
+    def label_of(demo: Sample) -> str:  # the gold label the demo's answer reads in the prompt
+        options = shown_options(demo, preset, seed)
+        return options.labels[options.gold]
+
+    field = f"demo_keys.{strategy.source_key}" + (f" ({strategy.name})" if strategy.name != strategy.source_key else "")
+    ranked = bench.ranked_demos(query, strategy.source_key, setting.cot)
+    if len(ranked) < setting.shots:  # more demos than the query stores: refused before any model call
+        what = "demos with a rationale" if setting.cot else "demos"
+        raise BenchmarkError([Problem("queries", query.id, field, f"needs {setting.shots} {what}, has {len(ranked)}")])
+    try:
+        return list(strategy.pick(query, ranked, setting.shots, label_of))
+    except (StrategyError, PromptError) as exc:
+        raise BenchmarkError([Problem("queries", query.id, field, str(exc))]) from None
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,12 @@
-"""The settings grid of the FewMMBench paper, by name.
+"""The settings grid of the FewMMBench paper, and every other setting, by name.
 
-A setting says how many demonstrations a query gets, which of its stored demo lists they come
-from (``random`` or ``similar``), and whether they carry chain-of-thought rationales:
-``0-shot``, ``4-random``, ``4-similar``, ``4-similar-cot``, ``8-random``, ``8-similar``,
-``8-similar-cot``. A scorer says how the answer is read: ``generate`` (greedy text, then
+A setting says how many demonstrations a query gets, which demo strategy picks them
+(`mmctx.run.strategies`: ``random``, ``similar``, ``image-similar``, ``text-similar``, ``mmr``,
+``mmr<λ>``, ``balanced``, ``different-answer``), whether they carry chain-of-thought rationales,
+and their order: ``<k>-<strategy>[-cot][-last][#o<n>]``. The paper's grid is ``0-shot``,
+``4-random``, ``4-similar``, ``4-similar-cot``, ``8-random``, ``8-similar``, ``8-similar-cot``.
+Demos are shown most similar (first in the stored list) first; ``-last`` reverses them so the
+nearest sits next to the query; ``#o<n>`` is the n-th seeded permutation. A scorer says how the answer is read: ``generate`` (greedy text, then
 answer extraction) or ``ppl`` (the option with the lowest per-token perplexity).
 CoT settings are generation-only: ranking fixed options has no place for a rationale.
 
@@ -22,6 +25,7 @@ from dataclasses import dataclass, replace
 
 from mmctx.prompts.ablation import VISIONS, Vision
 from mmctx.prompts.presets import AnswerStyle
+from mmctx.run.strategies import DemoStrategy, resolve_strategy
 
 SCORERS: tuple[str, ...] = ("generate", "ppl")
 
@@ -29,40 +33,50 @@ SCORERS: tuple[str, ...] = ("generate", "ppl")
 @dataclass(frozen=True)
 class Setting:
     shots: int
-    demos: str | None = None  # demo-key strategy, None for zero-shot
+    demos: str | None = None  # demo strategy (`mmctx.run.strategies`), None for zero-shot
     cot: bool = False
     order: int = 0  # 0: demos in stored order; n > 0: the n-th seeded permutation of them
     vision: Vision = "full"  # which images the prompt keeps (`mmctx.prompts.ablation`)
     option_order: int = 0  # 0: options in their shown order; n > 0: that order rotated n places
+    last: bool = False  # the stored order reversed: the most similar demo nearest the query
 
     @property
     def name(self) -> str:
         if self.shots == 0:
             core = "0-shot-cot" if self.cot else "0-shot"
         else:
-            core = f"{self.shots}-{self.demos}" + ("-cot" if self.cot else "")
+            core = f"{self.shots}-{self.demos}" + ("-cot" if self.cot else "") + ("-last" if self.last else "")
         core += "" if self.vision == "full" else f"-{self.vision}"
         return (
             core + (f"#o{self.order}" if self.order else "") + (f"#p{self.option_order}" if self.option_order else "")
         )
 
     @property
+    def order_suffix(self) -> str:
+        """How the demos are ordered, as the name says it: ``""`` (stored), ``-last``, ``#o<n>``."""
+        return "-last" if self.last else (f"#o{self.order}" if self.order else "")
+
+    @property
     def base(self) -> Setting:
-        """The same setting with demos in stored order."""
-        return replace(self, order=0)
+        """The same setting with demos in stored order (neither ``-last`` nor ``#o<n>``)."""
+        return replace(self, order=0, last=False)
 
     @property
     def shown_options(self) -> Setting:
         """The same setting with options in their shown order."""
         return replace(self, option_order=0)
 
+    @property
+    def strategy(self) -> DemoStrategy | None:
+        return resolve_strategy(self.demos) if self.demos else None
+
     def style(self, scorer: str) -> AnswerStyle:
-        if scorer == "ppl":
+        if scorer.startswith("ppl"):
             return "text"
         return "cot" if self.cot else "letter"
 
     def supports(self, scorer: str) -> bool:
-        return not (self.cot and scorer == "ppl")
+        return not (self.cot and scorer.startswith("ppl"))
 
     @classmethod
     def parse(cls, name: str) -> Setting:
@@ -82,14 +96,22 @@ class Setting:
 
     @classmethod
     def _parse_core(cls, name: str) -> Setting:
-        m = re.fullmatch(r"(\d+)-(shot|random|similar)(-cot)?(?:#o(\d+))?", name.strip())
-        if not m or (m.group(2) == "shot") != (m.group(1) == "0") or (m.group(4) and m.group(1) == "0"):
-            raise ValueError(
-                f"unknown setting {name!r}: expected 0-shot, 0-shot-cot or <k>-random|similar[-cot][#o<order>]"
-            )
-        shots = int(m.group(1))
-        order = int(m.group(4) or 0)
-        return cls(shots=shots, demos=None if shots == 0 else m.group(2), cot=bool(m.group(3)), order=order)
+        grammar = "0-shot, 0-shot-cot or <k>-<strategy>[-cot][-last][#o<order>]"
+        m = re.fullmatch(r"(\d+)-([a-z][a-z0-9.-]*?)(-cot)?(-last)?(?:#o(\d+))?", name.strip())
+        if not m or (m.group(2) == "shot") != (m.group(1) == "0"):
+            raise ValueError(f"unknown setting {name!r}: expected {grammar}")
+        shots, word, cot, last, order = int(m.group(1)), m.group(2), bool(m.group(3)), bool(m.group(4)), m.group(5)
+        if shots == 0:
+            if order or last:
+                raise ValueError(f"setting {name!r}: a zero-shot setting has no demos to order")
+            return cls(shots=0, cot=cot)
+        if last and order:
+            raise ValueError(f"setting {name!r}: -last and #o<n> are two orders; name one")
+        try:
+            strategy = resolve_strategy(word)
+        except ValueError as exc:
+            raise ValueError(f"setting {name!r}: {exc}") from None
+        return cls(shots=shots, demos=strategy.name, cot=cot, order=int(order or 0), last=last)
 
 
 # The modifiers sit between the setting and its demo order: ``8-similar-blind#o1#p2``.
@@ -125,7 +147,7 @@ def with_demo_orders(settings: list[Setting], orders: int) -> list[Setting]:
     for s in settings:
         out.append(s)
         if s.shots > 1:
-            out += [Setting(s.shots, s.demos, s.cot, order) for order in range(1, orders)]
+            out += [Setting(s.shots, s.demos, s.cot, order) for order in range(1, orders) if not s.last]
     return out
 
 

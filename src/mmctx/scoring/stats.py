@@ -201,7 +201,11 @@ class Comparison:
     treatment: str
 
 
-def _comparisons(shots: Sequence[int] = (4, 8)) -> tuple[Comparison, ...]:
+# Strategies compared with ``similar`` at the same k (`mmctx.run.strategies`).
+STRATEGY_QUESTIONS: tuple[str, ...] = ("mmr", "balanced", "different-answer", "image-similar", "text-similar")
+
+
+def _comparisons(shots: Sequence[int] = (4, 8, 16, 32, 64)) -> tuple[Comparison, ...]:
     out: list[Comparison] = []
     for k in shots:
         out += [
@@ -210,11 +214,14 @@ def _comparisons(shots: Sequence[int] = (4, 8)) -> tuple[Comparison, ...]:
             Comparison(f"{k}-shot similar vs random", f"{k}-random", f"{k}-similar"),
             Comparison(f"{k}-shot CoT vs no CoT (similar)", f"{k}-similar", f"{k}-similar-cot"),
         ]
+        out += [Comparison(f"{k}-shot {s} vs similar", f"{k}-similar", f"{k}-{s}") for s in STRATEGY_QUESTIONS]
+        out.append(Comparison(f"{k}-shot similar: nearest last vs first", f"{k}-similar", f"{k}-similar-last"))
     return tuple(out)
 
 
-# The default questions, for k in 4 and 8. Each is asked per scorer wherever a run has both settings
-# (CoT settings exist for generation only, so the CoT question has no ppl row).
+# The default questions, for k from 4 to 64. Each is asked per scorer wherever a run has both
+# settings (CoT settings exist for generation only, so the CoT question has no ppl row); a run
+# without a strategy's settings has none of its rows.
 COMPARISONS: tuple[Comparison, ...] = _comparisons()
 
 
@@ -434,6 +441,7 @@ class OrderSensitivity:
     accuracies: tuple[float, ...]  # per order, stored order first, over items answered in every order
     agreement: float  # share of those items whose prediction is the same in every order
     n: int
+    orders: tuple[str, ...] = ()  # each accuracy's order: "stored", "last", "#o1", …
 
     @property
     def spread(self) -> float:
@@ -445,23 +453,30 @@ class OrderSensitivity:
 
 
 def order_sensitivity(results: Iterable[SampleResult]) -> list[OrderSensitivity]:
-    """Per (setting, scorer) run in more than one demo order: accuracy per order and agreement."""
+    """Per (setting, scorer) run in more than one demo order: accuracy per order and agreement.
+
+    Orders are the stored one (most similar first), ``-last`` (most similar nearest the query)
+    and the seeded permutations ``#o<n>``, in that order.
+    """
     from mmctx.run.settings import Setting
 
-    groups: dict[tuple[str, str], dict[int, dict[ItemKey, SampleResult]]] = {}
+    groups: dict[tuple[str, str], dict[tuple[int, int], dict[ItemKey, SampleResult]]] = {}
     for r in results:
         setting = Setting.parse(r.setting)
         if r.answered:
-            groups.setdefault((setting.base.name, r.scorer), {}).setdefault(setting.order, {})[(r.task, r.query_id)] = r
+            rank = (0, 0) if not (setting.last or setting.order) else (1, 0) if setting.last else (2, setting.order)
+            groups.setdefault((setting.base.name, r.scorer), {}).setdefault(rank, {})[(r.task, r.query_id)] = r
     out = []
     for (setting, scorer), by_order in sorted(groups.items()):
         if len(by_order) < 2:
             continue
-        orders = [by_order[o] for o in sorted(by_order)]
+        ranks = sorted(by_order)
+        labels = tuple("stored" if k == 0 else "last" if k == 1 else f"#o{n}" for k, n in ranks)
+        orders = [by_order[o] for o in ranks]
         items = sorted(set.intersection(*(set(o) for o in orders)))
         if not items:
             continue
         accuracies = tuple(float(np.mean([o[i].correct for i in items])) for o in orders)
         agreement = float(np.mean([len({o[i].pred for o in orders}) == 1 for i in items]))
-        out.append(OrderSensitivity(setting, scorer, accuracies, agreement, len(items)))
+        out.append(OrderSensitivity(setting, scorer, accuracies, agreement, len(items), labels))
     return out

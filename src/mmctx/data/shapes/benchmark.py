@@ -7,10 +7,21 @@ from pathlib import Path
 from mmctx.data.disk import load_benchmark, save_benchmark
 from mmctx.data.shapes.pool import generate_pool
 from mmctx.data.shapes.rationale import scene_rationale
-from mmctx.data.shapes.selection import eligible, random_demos, similar_demos
+from mmctx.data.shapes.selection import (
+    eligible,
+    image_features,
+    mmr_demos,
+    random_demos,
+    similar_demos,
+    text_features,
+)
 from mmctx.schema import Benchmark, Sample
 
 NAME = "shapes-world"
+# Ranked demo keys stored per query and list: enough for the many-shot settings (16, 32, 64).
+DEMOS_PER_QUERY = 64
+# The λ of the stored ``mmr`` list (`mmctx.run.strategies.DEFAULT_MMR_LAMBDA`; data sits below run).
+MMR_LAMBDA = 0.5
 DESCRIPTION = (
     "Synthetic FewMMBench analogue: seeded shape scenes with exact ground truth for all nine task types, "
     "with random and similarity-selected demonstrations carrying programmatic rationales."
@@ -20,19 +31,27 @@ DESCRIPTION = (
 def build_benchmark(
     out: Path,
     queries_per_task: int = 10,
-    demos_per_query: int = 8,
+    demos_per_query: int = DEMOS_PER_QUERY,
     seed: int = 0,
     pool_per_task: int | None = None,
 ) -> Benchmark:
     """Generate, split, select demos, save under ``out`` and return the benchmark as loaded from there.
 
     Per (task, format) generator, the first ``queries_per_task`` samples are the queries (samples are
-    independent draws, so the first are as random as any) and the rest the demonstration pool.
+    independent draws, so the first are as random as any) and the rest the demonstration pool (by
+    default twice ``demos_per_query``, so similar demos are a choice, not the whole pool). Each
+    query stores ``demos_per_query`` ranked keys under ``random``, ``similar``, ``image-similar``,
+    ``text-similar`` and ``mmr`` (see `mmctx.data.shapes.selection`).
     """
     out = Path(out)
-    pool_size = pool_per_task if pool_per_task is not None else queries_per_task + 4 * demos_per_query
+    if demos_per_query < 1:
+        raise ValueError(f"demos_per_query={demos_per_query}: needs at least 1")
+    pool_size = pool_per_task if pool_per_task is not None else queries_per_task + 2 * demos_per_query
     if pool_size < queries_per_task + demos_per_query:
-        raise ValueError(f"pool_per_task={pool_size} leaves fewer than {demos_per_query} demos per query")
+        raise ValueError(
+            f"pool_per_task={pool_size} leaves {pool_size - queries_per_task} candidate demos per query, "
+            f"fewer than demos_per_query={demos_per_query}"
+        )
     pool = generate_pool(out, pool_size, seed)
 
     query_ids = {s.id for s in pool if s.meta["index"] < queries_per_task}
@@ -42,6 +61,9 @@ def build_benchmark(
         keys = {
             "random": random_demos(query, candidates, demos_per_query, seed),
             "similar": similar_demos(query, candidates, demos_per_query),
+            "image-similar": similar_demos(query, candidates, demos_per_query, image_features),
+            "text-similar": similar_demos(query, candidates, demos_per_query, text_features),
+            "mmr": mmr_demos(query, candidates, demos_per_query, MMR_LAMBDA),
         }
         queries.append(query.model_copy(update={"demo_keys": keys}))
 
