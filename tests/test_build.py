@@ -83,7 +83,7 @@ def test_build_converts_pools_by_recipe_and_curates(sources_root, clip, tmp_path
          "--k", "1", "--demos", "1", "--no-figures", "--duplicate-cosine", "0.99999"],
     )  # fmt: skip
     assert r.exit_code == 0, r.output
-    assert "skipped group counting__mcqa: 1 samples, fewer than k + demos = 2" in r.output
+    assert "skipped group counting__mcqa: 1 samples, fewer than k + 1 demos = 2" in r.output
     report = json.loads((out / "curation" / "build.json").read_text())
     present = {s["name"]: s for s in report["sources"]}
     assert set(present) == set(load_recipe().sources) and all(s["present"] for s in present.values())

@@ -140,7 +140,7 @@ def test_bad_pools_are_refused_before_any_embedding(pool, clip, tmp_path):
     with pytest.raises(CurationError) as err:
         curate(small, tmp_path / "out", CurateOptions(encoder=f"clip:{clip}", k=K, demos=DEMOS), progress=False)
     message = str(err.value)
-    assert f"{samples[0].id}: duplicate id" in message and "needs at least k + demos = 7" in message
+    assert f"{samples[0].id}: duplicate id" in message and f"needs at least k + {DEMOS} demos = 7" in message
     assert not (tmp_path / "out" / "curation" / "embeddings").exists()
 
 
@@ -177,3 +177,19 @@ def test_a_mixed_caption_foil_group_gives_each_query_demos_of_its_own_format(poo
     assert len(spatial) == 6
     for q in spatial:
         assert all(bench.demo(k).format == q.format for keys in q.demo_keys.values() for k in keys)
+
+
+def test_a_group_smaller_than_the_demos_asked_stores_what_its_queries_can_take(pool, clip, tmp_path):
+    out = tmp_path / "out"
+    opts = CurateOptions(encoder=f"clip:{clip}", k=K, demos=64, duplicate_cosine=RANDOM_CLIP_DUP, figures=False,
+                         fewmmbench_layout=False)  # fmt: skip
+    curate(pool, out, opts, progress=False)
+    bench = load_benchmark(out)
+    for record in (json.loads(f.read_text()) for f in (out / "curation" / "retrieval").glob("*.json")):
+        assert record["demos_asked"] == 64 and 8 <= record["demos"] < 64, record["group"]
+        for qid, keys in record["queries"].items():
+            assert {len(keys[k]) for k in ("similar", "random", "mmr")} == {record["demos"]}, qid
+    assert bench.validate() == []
+    # Fewer than the paper's largest k (8) a query may store is still refused, naming the group.
+    with pytest.raises(CurationError, match=r"needs at least k \+ 8 demos = 15"):
+        curate(pool, tmp_path / "again", CurateOptions(encoder=f"clip:{clip}", k=K + 4, demos=64), progress=False)

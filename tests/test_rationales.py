@@ -57,7 +57,8 @@ def wrong_then_taught(options, gold, image):
 @pytest.fixture(scope="module")
 def demos(shapes_bench):
     bench = load_benchmark(shapes_bench)
-    return bench, [d for d in bench.demos if d.format in ("mcqa", "caption_foil")][:12]
+    shown = {k for q in bench.queries for k in q.demo_keys["similar"][:4]}  # demos a 4-shot setting shows
+    return bench, [d for d in bench.demos if d.format in ("mcqa", "caption_foil") and d.id in shown][:12]
 
 
 def test_wrong_answers_get_the_gold_injected_and_are_then_kept(demos):

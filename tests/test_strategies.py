@@ -122,9 +122,29 @@ def test_a_list_the_benchmark_never_stored_is_named(bench):
         plan(bench, "4-mmr0.3")
 
 
-def test_a_shapes_pool_smaller_than_the_demos_asked_is_a_clear_error(tmp_path):
-    with pytest.raises(ValueError, match="fewer than demos_per_query=64"):
-        build_benchmark(tmp_path, queries_per_task=1, pool_per_task=20)
+def test_a_shapes_pool_smaller_than_the_demos_asked_stores_what_it_holds_and_refuses_more(tmp_path):
+    small = build_benchmark(tmp_path / "small", queries_per_task=1, pool_per_task=20)
+    eight = build_benchmark(tmp_path / "eight", queries_per_task=1, pool_per_task=20, demos_per_query=8)
+    for q, q8 in zip(small.queries, eight.queries):
+        for key, ranked in q.demo_keys.items():
+            assert len(ranked) == 19, (q.id, key)  # the other 19 of its task and format's 20
+            assert ranked[:8] == q8.demo_keys[key], (q.id, key)  # a longer list changes no demo shown
+    with pytest.raises(BenchmarkError, match=r"queries\[.+\]\.demo_keys\.similar: needs 64 demos, has 19"):
+        plan(small, "64-similar")
+    with pytest.raises(ValueError, match="no candidate demo"):
+        build_benchmark(tmp_path / "none", queries_per_task=3, pool_per_task=3)
+
+
+def test_cot_deeper_than_the_rationale_depth_is_refused_not_filled_from_further_down(bench):
+    from mmctx.curate.pipeline import rationale_targets
+
+    eight = {d.id for d in rationale_targets(bench, 8)}
+    assert {d.id for d in rationale_targets(bench, 4)} < eight < {d.id for d in rationale_targets(bench, None)}
+    kept = [d if d.id in eight else d.model_copy(update={"rationale": None}) for d in bench.demos]
+    curated = Benchmark(bench.name, bench.queries, kept, bench.root)
+    assert plan(curated, "8-similar-cot")  # the depth covers 8 shots
+    with pytest.raises(BenchmarkError, match=r"demo_keys\.similar: needs 16 demos with a rationale, has \d+"):
+        plan(curated, "16-similar-cot")
 
 
 # --- MMR at curation ---------------------------------------------------------------------------------

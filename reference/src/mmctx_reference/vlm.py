@@ -1171,13 +1171,19 @@ def reply_loss(model, states, ids, weights):
     return (losses * w).sum() / w.sum().clamp(min=1e-6)
 
 
+TRAINING_DEMOS = 8
+
+
 def training_benchmark(root: Path, seed: int, queries_per_task: int, pool_per_task: int) -> Benchmark:
     """The shapes-world benchmark the conversations come from: seed ``TRAIN_SEED_BASE + seed``."""
     from mmctx.data.shapes import build_benchmark
 
+    # 8 ranked demos per list, as the shipped checkpoint was trained: a longer list keeps the same
+    # first 8 but adds pool samples to the demo table the conversations draw on.
     return build_benchmark(
-        Path(root), queries_per_task=queries_per_task, seed=TRAIN_SEED_BASE + seed, pool_per_task=pool_per_task
-    )
+        Path(root), queries_per_task=queries_per_task, demos_per_query=TRAINING_DEMOS, seed=TRAIN_SEED_BASE + seed,
+        pool_per_task=pool_per_task,
+    )  # fmt: skip
 
 
 START_NORM = 0.3  # the norm of a started head's direction in the embeddings, about the embeddings' own

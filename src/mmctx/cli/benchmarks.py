@@ -156,7 +156,10 @@ def build_fewmmbench(
             "of each; listed in curation/build.json"
         )
     for name, size in gathered.small_groups.items():
-        console.print(f"[yellow]skipped group[/yellow] {name}: {size} samples, fewer than k + demos = {k + demos}")
+        console.print(
+            f"[yellow]skipped group[/yellow] {name}: {size} samples, fewer than k + {gathered.needed - k} demos "
+            f"= {gathered.needed}"
+        )
     for cue in gathered.cues:
         console.print(f"[yellow]surface cue[/yellow] {escape(cue.describe())}", soft_wrap=True)
     opts = CurateOptions(

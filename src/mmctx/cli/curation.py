@@ -17,6 +17,10 @@ def _lam(value: str | None):
 
 
 _LAMBDA_HELP = "λ: 'paper' (the paper's per-task values), 'auto' (n / 2k, mean matching) or a number."
+DEPTH_HELP = (
+    "Similar demos per query that get a rationale: the largest k of a CoT setting (a deeper one is refused, "
+    "naming the query). 8 is the paper's; 64 asks a model source for up to 8x as many rationales."
+)
 ENCODER_HELP = (
     "clip:<hub id or folder>, open_clip:<arch>/<pretrained>, st:<sentence-transformers id or folder>; "
     "required, except for a shapes-world pool, which gets clip:builtin:shapes-clip (mmctx's reference CLIP)."
@@ -36,6 +40,7 @@ def curate(
     retrieval: str = typer.Option("joint", help="joint (cosine of the joint embedding) or image-then-text."),
     duplicate_cosine: float = typer.Option(0.98, help="Candidates closer than this to a query are not its demos."),
     rationales: str | None = typer.Option(None, help="scene-graph (shapes-world) or a model spec for CoT rationales."),
+    rationale_depth: int = typer.Option(8, help=DEPTH_HELP),
     projection: str = typer.Option("pca", help="Figure projection: pca, tsne or umap."),
     figures: bool = typer.Option(True, help="Write the similarity and projection figures."),
     push_to_hub: str | None = typer.Option(
@@ -49,7 +54,8 @@ def curate(
 
     opts = CurateOptions(
         encoder=encoder, k=k, lam=_lam(lam), convention=convention, demos=demos, seed=seed, retrieval=retrieval,
-        duplicate_cosine=duplicate_cosine, rationales=rationales, projection=projection, figures=figures,
+        duplicate_cosine=duplicate_cosine, rationales=rationales, rationale_depth=rationale_depth,
+        projection=projection, figures=figures,
     )  # fmt: skip
     try:
         outcome = run_curate(pool, out, opts)
@@ -155,8 +161,9 @@ def rationales(
     device: str = typer.Option("auto"),
     dtype: str = typer.Option("auto"),
     retry_errors: bool = typer.Option(False, help="Ask again for replies stored as errors."),
+    depth: int = typer.Option(8, "--rationale-depth", help=DEPTH_HELP),
 ) -> None:
-    """Step 4: CoT rationales for every similar demo, with answer injection and filtering.
+    """Step 4: CoT rationales for each query's first similar demos, with answer injection and filtering.
 
     Every reply is kept in BENCHMARK/curation/responses.sqlite as it arrives: run the command
     again after an interruption and it asks only for what is not stored yet.
@@ -166,7 +173,7 @@ def rationales(
 
     bench = load_benchmark(benchmark)
     kw = {} if source == "scene-graph" else {"device": device, "dtype": dtype}
-    counts = rationales_step(bench, source, benchmark / "curation", seed, attempts, retry_errors, **kw)
+    counts = rationales_step(bench, source, benchmark / "curation", seed, attempts, retry_errors, depth, **kw)
     save_benchmark(bench, benchmark)
     calls = counts.pop("model_calls", None)
     console.print(f"rationales: {counts}")

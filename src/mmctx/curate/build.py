@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mmctx.curate.cues import SurfaceCue, find_surface_cues
-from mmctx.curate.pipeline import CurateOptions, CurateOutcome, CurationError, FiguresStep, curate_samples
+from mmctx.curate.pipeline import (
+    CurateOptions,
+    CurateOutcome,
+    CurationError,
+    FiguresStep,
+    curate_samples,
+    needed_per_group,
+)
 from mmctx.data.sources.build import (
     SourceReport,
     composition,
@@ -36,8 +43,8 @@ class GatheredPool:
     recipe_pool: list[Sample]  # before duplicates and small groups were dropped
     pool: list[Sample]
     duplicates: dict[str, list[str]]  # id kept -> content duplicates dropped
-    small_groups: dict[str, int]  # group -> its size, below k + demos
-    needed: int  # samples a group needs: k + demos
+    small_groups: dict[str, int]  # group -> its size, below `needed`
+    needed: int  # samples a group needs: k + the fewest demos a query may store (`needed_per_group`)
     cues: list[SurfaceCue] = field(default_factory=list)
 
     def duplicates_by_source(self) -> Counter:
@@ -66,8 +73,9 @@ def gather_pool(sources_dir: Path, k: int, demos: int, recipe: Path | None = Non
     conversions, reports = convert_sources(sources_dir, plan.sources)
     recipe_pool = pool_from_recipe(plan, conversions)
     pool, duplicates = drop_content_duplicates(recipe_pool, sources_dir)
-    pool, small = drop_small_groups(pool, k, demos)
-    return GatheredPool(sources_dir, reports, recipe_pool, pool, duplicates, small, k + demos, find_surface_cues(pool))
+    need = needed_per_group(k, demos)
+    pool, small = drop_small_groups(pool, need)
+    return GatheredPool(sources_dir, reports, recipe_pool, pool, duplicates, small, need, find_surface_cues(pool))
 
 
 def curate_pool(

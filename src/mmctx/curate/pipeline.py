@@ -17,7 +17,8 @@ caption/foil queries per task separately — and each step writes its output und
 The benchmark (queries with ranked ``similar``, ``random``, ``mmr`` and, for an encoder with an
 image tower, ``image-similar`` and ``text-similar`` keys; the demo table; images) is written by
 `build_benchmark` from the pool and the retrieval files. Each list holds ``demos`` keys (64 by
-default): the largest k a setting may ask (`mmctx.run.strategies` picks from them).
+default, fewer where a group holds fewer but never under `MIN_DEMOS`): the largest k a setting
+may ask (`mmctx.run.strategies` picks from them).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ from mmctx.schema import Benchmark, Sample, listed
 
 RETRIEVAL_MODES = ("joint", "image-then-text")
 DEMOS_PER_QUERY = 64  # ranked keys per query and list: enough for 16-, 32- and 64-shot settings
+# The fewest a group must yield, the paper's largest k: a smaller group stores what it holds, above this.
+MIN_DEMOS = 8
 MMR_LAMBDA = 0.5  # the λ of the stored ``mmr`` list (`mmctx.run.strategies.DEFAULT_MMR_LAMBDA`)
 # Lists stored besides ``similar`` and ``random``: the strategies that need embeddings.
 EMBEDDING_LISTS = ("image-similar", "text-similar", "mmr")
@@ -74,6 +77,11 @@ def encoder_for(samples: list[Sample], encoder: str | None = None) -> str:
     raise CurationError("--encoder is required: the default (clip:builtin:shapes-clip) knows only shapes-world pools")
 
 
+def needed_per_group(k: int, demos: int) -> int:
+    """Samples a group needs: ``k`` queries and the fewest demos a query may store (`MIN_DEMOS`)."""
+    return k + min(demos, MIN_DEMOS)
+
+
 def check_pool(samples: list[Sample], k: int, demos: int) -> None:
     """Every problem that would stop curation halfway, all at once, naming task and record."""
     problems = []
@@ -83,9 +91,10 @@ def check_pool(samples: list[Sample], k: int, demos: int) -> None:
         if not s.images and not (s.question or s.statement or s.choices):
             problems.append(f"{s.id}: no image and no text")
     problems += [f"{sid}: duplicate id ({n} records)" for sid, n in seen.items() if n > 1]
+    need = needed_per_group(k, demos)
     for name, group in groups_of(samples).items():
-        if len(group) < k + demos:
-            problems.append(f"{name}: pool has {len(group)} samples, needs at least k + demos = {k + demos}")
+        if len(group) < need:
+            problems.append(f"{name}: pool has {len(group)} samples, needs at least k + {need - k} demos = {need}")
     if problems:
         raise CurationError(listed("pool cannot be curated:", problems, shown=len(problems)))
 
@@ -211,33 +220,39 @@ def retrieve_step(
             [codes[c.format] for c in cands]
         )
         excluded = same | other_format
+        joint_c = emb.joint[c_rows]
+        leaks = near_duplicates(emb.joint[q_rows], joint_c, duplicate_cosine, same)
+        usable = ~(leaks | other_format)
+        # Each list holds ``demos`` keys, or what the group's most constrained query can take; a
+        # setting asking for more is refused at planning, naming the query.
+        stored = min(demos, int(usable.sum(axis=1).min()))
+        least = min(demos, MIN_DEMOS)
         try:
+            if stored < least:
+                raise TooFewCandidates(np.flatnonzero(usable.sum(axis=1) < least).tolist(), least)
             if mode == "joint" or emb.image is None:
-                nb = similar_demos(emb.joint[q_rows], emb.joint[c_rows], demos, duplicate_cosine, excluded)
+                nb = similar_demos(emb.joint[q_rows], joint_c, stored, duplicate_cosine, excluded)
             else:
                 nb = rerank_demos(
-                    emb.image[q_rows], emb.image[c_rows], emb.text[q_rows], emb.text[c_rows], demos,
+                    emb.image[q_rows], emb.image[c_rows], emb.text[q_rows], emb.text[c_rows], stored,
                     duplicate_cosine=duplicate_cosine, same_content=excluded,
                 )  # fmt: skip
         except TooFewCandidates as exc:
             ids = [sel["ids"][r] for r in exc.rows]
             raise CurationError(
-                f"{name}: queries {ids[:10]} have fewer than {demos} demo candidates once near-duplicates "
+                f"{name}: queries {ids[:10]} have fewer than {exc.k} demo candidates once near-duplicates "
                 f"(cosine > {duplicate_cosine} or the same image) are excluded; an encoder that cannot tell "
                 f"samples apart puts everything above the threshold"
             ) from exc
         task = name.split("__")[0]
-        joint_c = emb.joint[c_rows]
-        leaks = near_duplicates(emb.joint[q_rows], joint_c, duplicate_cosine, same)
-        usable = ~(leaks | other_format)
         try:
-            extra = _embedding_lists(emb, q_rows, c_rows, demos, duplicate_cosine, excluded | leaks)
+            extra = _embedding_lists(emb, q_rows, c_rows, stored, ~usable)
         except TooFewCandidates as exc:  # cannot happen where the joint lists passed; said clearly if it does
             raise CurationError(f"{name}: queries {[sel['ids'][r] for r in exc.rows][:10]}: {exc}") from exc
         per_query = {}
         for qi, qid in enumerate(sel["ids"]):
             # Random demos come from the same candidates as similar ones: no query, no near-duplicate.
-            rnd = random_demos(qid, task, [c for c, ok in zip(cand_ids, usable[qi]) if ok], demos, seed)
+            rnd = random_demos(qid, task, [c for c, ok in zip(cand_ids, usable[qi]) if ok], stored, seed)
             rnd_rows = np.array([row[r] for r in rnd])
             per_query[qid] = {
                 "similar": [cand_ids[j] for j in nb.indices[qi]],
@@ -250,7 +265,8 @@ def retrieve_step(
         record = {
             "group": name,
             "mode": mode,
-            "demos": demos,
+            "demos": stored,
+            "demos_asked": demos,
             "seed": seed,
             "duplicate_cosine": duplicate_cosine,
             "excluded_near_duplicates": int(leaks.sum()),
@@ -262,16 +278,20 @@ def retrieve_step(
 
 
 def _embedding_lists(
-    emb: Embeddings, q_rows: np.ndarray, c_rows: np.ndarray, demos: int, duplicate_cosine: float, excluded: np.ndarray
+    emb: Embeddings, q_rows: np.ndarray, c_rows: np.ndarray, demos: int, banned: np.ndarray
 ) -> dict[str, Neighbours]:
     """The ranked lists of `EMBEDDING_LISTS` this encoder allows (image/text halves need an image tower).
 
-    ``excluded`` holds every joint near-duplicate too, so no list shows a demo that ``similar`` may not.
+    Every list ranks the same allowed candidates as ``similar`` (``banned`` holds the joint
+    near-duplicates and the other answer forms), so no list shows a demo that ``similar`` may not
+    and each can hold as many: an image-only cosine above the threshold is a look-alike with its
+    own question, not a leak.
     """
-    out = {"mmr": mmr_demos(emb.joint[q_rows], emb.joint[c_rows], demos, MMR_LAMBDA, duplicate_cosine, excluded)}
+    no_threshold = float("inf")
+    out = {"mmr": mmr_demos(emb.joint[q_rows], emb.joint[c_rows], demos, MMR_LAMBDA, no_threshold, banned)}
     if emb.image is not None:
         for key, block in (("image-similar", emb.image), ("text-similar", emb.text)):
-            out[key] = similar_demos(block[q_rows], block[c_rows], demos, duplicate_cosine, excluded)
+            out[key] = similar_demos(block[q_rows], block[c_rows], demos, no_threshold, banned)
     return out
 
 
@@ -348,9 +368,11 @@ def write_summary(work: Path, rows: list[GroupSummary], extra: dict | None = Non
 # ---- step 4: rationales ---------------------------------------------------------------------
 
 
-def rationale_targets(bench: Benchmark) -> list[Sample]:
-    """The demos a CoT setting can show: every query's similar demos."""
-    wanted = dict.fromkeys(k for q in bench.queries for k in q.demo_keys.get("similar", []))
+def rationale_targets(bench: Benchmark, depth: int | None = MIN_DEMOS) -> list[Sample]:
+    """The demos a CoT setting up to ``depth`` shots shows: the first ``depth`` similar demos of every
+    query (all stored when None). A deeper CoT setting is refused at planning, naming the query,
+    rather than reaching past the similar demos that have rationales."""
+    wanted = dict.fromkeys(k for q in bench.queries for k in q.demo_keys.get("similar", [])[:depth])
     return [bench.demo(k) for k in wanted]
 
 
@@ -361,6 +383,7 @@ def rationales_step(
     seed: int = 0,
     max_attempts: int = 3,
     retry_errors: bool = False,
+    depth: int | None = MIN_DEMOS,
     **backend_kw,
 ) -> dict:
     """Fill the rationales of ``bench``'s CoT demos from ``source`` (``scene-graph`` or a model spec).
@@ -375,7 +398,7 @@ def rationales_step(
     from mmctx.models.stored import BUILD_RESPONSES, StoredStats
     from mmctx.prompts.presets import get_preset
 
-    targets = rationale_targets(bench)
+    targets = rationale_targets(bench, depth)
     calls = StoredStats()
     if source == "scene-graph":
         from mmctx.data.shapes import scene_rationale
@@ -427,6 +450,7 @@ class CurateOptions:
     duplicate_cosine: float = DUPLICATE_COSINE
     rationales: str | None = None  # "scene-graph", a model spec, or None
     rationale_attempts: int = 3
+    rationale_depth: int | None = MIN_DEMOS  # similar demos per query given rationales (None: every stored one)
     projection: str = "pca"
     figures: bool = True
     fewmmbench_layout: bool = True  # also write OUT/fewmmbench-layout, loadable by `datasets`
@@ -482,7 +506,9 @@ def curate_samples(
     )
     bench = build_benchmark(samples, root, retrievals, name=Path(out).name)
     rationales = (
-        rationales_step(bench, opts.rationales, work, opts.seed, opts.rationale_attempts) if opts.rationales else None
+        rationales_step(bench, opts.rationales, work, opts.seed, opts.rationale_attempts, depth=opts.rationale_depth)
+        if opts.rationales
+        else None
     )
     bench.check()
     save_benchmark(bench, out)

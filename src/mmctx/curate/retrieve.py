@@ -26,7 +26,7 @@ class TooFewCandidates(ValueError):
     """Some queries have fewer than k candidates left once near-duplicates are excluded."""
 
     def __init__(self, rows: list[int], k: int):
-        self.rows = rows
+        self.rows, self.k = rows, k
         super().__init__(f"query rows {rows[:10]} have fewer than {k} candidates after near-duplicate exclusion")
 
 

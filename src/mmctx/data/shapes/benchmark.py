@@ -40,17 +40,16 @@ def build_benchmark(
     Per (task, format) generator, the first ``queries_per_task`` samples are the queries (samples are
     independent draws, so the first are as random as any) and the rest the demonstration pool (by
     default twice ``demos_per_query``, so similar demos are a choice, not the whole pool). Each
-    query stores ``demos_per_query`` ranked keys under ``random``, ``similar``, ``image-similar``,
+    query stores ``demos_per_query`` ranked keys (fewer where ``pool_per_task`` holds fewer) under ``random``, ``similar``, ``image-similar``,
     ``text-similar`` and ``mmr`` (see `mmctx.data.shapes.selection`).
     """
     out = Path(out)
     if demos_per_query < 1:
         raise ValueError(f"demos_per_query={demos_per_query}: needs at least 1")
     pool_size = pool_per_task if pool_per_task is not None else queries_per_task + 2 * demos_per_query
-    if pool_size < queries_per_task + demos_per_query:
+    if pool_size <= queries_per_task:
         raise ValueError(
-            f"pool_per_task={pool_size} leaves {pool_size - queries_per_task} candidate demos per query, "
-            f"fewer than demos_per_query={demos_per_query}"
+            f"pool_per_task={pool_size} leaves no candidate demo beside {queries_per_task} queries per task"
         )
     pool = generate_pool(out, pool_size, seed)
 
@@ -58,12 +57,15 @@ def build_benchmark(
     queries: list[Sample] = []
     for query in (s for s in pool if s.id in query_ids):
         candidates = eligible(query, pool, exclude=query_ids)
+        # A pool smaller than asked stores what it holds; a setting asking more is refused at planning,
+        # naming the query. Every list is a prefix of a longer one, so a larger pool changes no demo shown.
+        n = min(demos_per_query, len(candidates))
         keys = {
-            "random": random_demos(query, candidates, demos_per_query, seed),
-            "similar": similar_demos(query, candidates, demos_per_query),
-            "image-similar": similar_demos(query, candidates, demos_per_query, image_features),
-            "text-similar": similar_demos(query, candidates, demos_per_query, text_features),
-            "mmr": mmr_demos(query, candidates, demos_per_query, MMR_LAMBDA),
+            "random": random_demos(query, candidates, n, seed),
+            "similar": similar_demos(query, candidates, n),
+            "image-similar": similar_demos(query, candidates, n, image_features),
+            "text-similar": similar_demos(query, candidates, n, text_features),
+            "mmr": mmr_demos(query, candidates, n, MMR_LAMBDA),
         }
         queries.append(query.model_copy(update={"demo_keys": keys}))
 

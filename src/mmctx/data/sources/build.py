@@ -167,11 +167,11 @@ def drop_content_duplicates(pool: list[Sample], root: Path) -> tuple[list[Sample
     return kept, dict(dropped)
 
 
-def drop_small_groups(pool: list[Sample], k: int, demos: int) -> tuple[list[Sample], dict[str, int]]:
-    """The pool without groups too small to curate (k queries + demos), and those groups' sizes."""
+def drop_small_groups(pool: list[Sample], needed: int) -> tuple[list[Sample], dict[str, int]]:
+    """The pool without groups smaller than ``needed`` (queries + demos), and those groups' sizes."""
     from mmctx.data.groups import groups_of
 
-    small = {name: len(g) for name, g in groups_of(pool).items() if len(g) < k + demos}
+    small = {name: len(g) for name, g in groups_of(pool).items() if len(g) < needed}
     kept = [s for name, g in groups_of(pool).items() if name not in small for s in g]
     return kept, small
 
