@@ -1,6 +1,6 @@
 """`mmctx demo` prints the same tables as it always has (same seeds, same shipped model): the
-golden file holds its stdout, progress lines aside, as the few-shot and context stacks printed it
-before they became one pipeline."""
+golden file holds its stdout, progress lines aside. A change meant to move the demo's scores (a
+different benchmark, model or default) re-captures it, and its commit says why."""
 
 from __future__ import annotations
 
