@@ -82,7 +82,9 @@ def eval_cmd(
     model: ModelSpec = DEFAULT_MODEL,
     out: Path | None = typer.Option(None, help="Run folder (default runs/TASK/MODEL); resumed if it holds this run."),
     grid: str | None = typer.Option(None, help="Few-shot settings, comma-separated (default: the task's grid)."),
-    scorers: str | None = typer.Option(None, help="Few-shot scorers: generate, ppl (default: both)."),
+    scorers: str | None = typer.Option(
+        None, help="Few-shot scorers: generate, ppl, ppl-calibrated (default: generate,ppl)."
+    ),
     tasks: str | None = typer.Option(None, help="Only these sub-tasks or CLBench-V subsets, comma-separated."),
     limit: int | None = typer.Option(
         None, min=1, help="Only the first N queries of each sub-task (context tasks: the first N items)."
@@ -168,7 +170,7 @@ def run(
     settings: str = typer.Option(
         "all", help="Comma list: 0-shot,4-random,4-similar,4-similar-cot,8-random,8-similar,8-similar-cot."
     ),
-    scorers: str = typer.Option("all", help="Comma list: generate,ppl."),
+    scorers: str = typer.Option("all", help="Comma list of generate, ppl, ppl-calibrated (all: generate,ppl)."),
     preset: str = typer.Option(
         "fewmmbench", help="Prompt preset: fewmmbench | fewmmbench-single-turn | PATH.yaml (docs/extending.md)."
     ),

@@ -36,6 +36,7 @@ from mmctx.reporting.summary import (
     uncertainty_markdown,
     uncertainty_rows,
 )
+from mmctx.run.settings import SCORERS
 from mmctx.scoring import stats
 from mmctx.scoring.cot_judging import CotJudgement, read_cot_judgements
 from mmctx.scoring.results import AVERAGE, score_run, summarize
@@ -118,7 +119,7 @@ def write_report_results(
         paths.append(_write_csv(out / "cot_judgements.csv", judged_rows))
 
     sections = ["# mmctx report\n", f"Models: {', '.join(md(n) for n in names)}\n"]
-    for scorer in ("generate", "ppl"):
+    for scorer in SCORERS:
         if scorer in scorers:
             sections.append(f"## Table 1 columns ({scorer}: Avg. accuracy, %)\n\n" + table1_markdown(cells, scorer))
     sections.append("## Paired comparisons\n\n" + comparison_markdown(comparisons))
@@ -172,7 +173,7 @@ def write_report_results(
     if figures:
         from mmctx.reporting import paper_figures as fig
 
-        for scorer in ("generate", "ppl"):
+        for scorer in SCORERS:
             if scorer in scorers:
                 paths += fig.accuracy_bars(cells, scorer, out / f"accuracy_{scorer}")
             mine = [d for d in diff if d.scorer == scorer]

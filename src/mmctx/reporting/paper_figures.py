@@ -36,7 +36,11 @@ PAGE_WIDTH = 7.0  # inches: a two-column paper's full text width
 MODELS_PER_ROW = 6  # accuracy bars: model groups per row of the figure
 LEGEND_PER_PANEL = 4  # reliability diagrams: up to this many models, a legend with ECEs in every panel
 
-SCORER_TITLES = {"generate": "Generation accuracy", "ppl": "Perplexity-ranked accuracy"}
+SCORER_TITLES = {
+    "generate": "Generation accuracy",
+    "ppl": "Perplexity-ranked accuracy",
+    "ppl-calibrated": "Calibrated perplexity-ranked accuracy",
+}
 
 
 @contextlib.contextmanager

@@ -33,6 +33,7 @@ TASK_HEADERS = {
 SCORER_TITLES = {
     "generate": "Accuracy (generation, Table 4 layout)",
     "ppl": "Perplexity-ranked accuracy (Table 5 layout)",
+    "ppl-calibrated": "Perplexity-ranked accuracy, contextually calibrated (Table 5 layout)",
 }
 
 
@@ -55,7 +56,7 @@ def markdown_tables(runs: list[tuple[str, list[CellMetrics]]]) -> str:
     """All blocks for all scorers present, as Markdown."""
     cells = [(model, c) for model, cs in runs for c in cs]
     out: list[str] = []
-    for scorer in ("generate", "ppl"):
+    for scorer in SCORER_TITLES:
         mine = [(m, c) for m, c in cells if c.scorer == scorer]
         if not mine:
             continue

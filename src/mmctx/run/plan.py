@@ -19,7 +19,7 @@ from mmctx.prompts.ablation import Ablation, AblationError
 from mmctx.prompts.build import BuiltPrompt, PromptError, build_prompt, derived_seed, shown_options
 from mmctx.prompts.messages import to_jsonable
 from mmctx.prompts.presets import Preset
-from mmctx.run.settings import Setting
+from mmctx.run.settings import CONTENT_FREE, Setting
 from mmctx.run.strategies import StrategyError
 from mmctx.schema import Benchmark, BenchmarkError, Problem, Sample
 
@@ -55,13 +55,21 @@ class PlannedRequest:
     prompt: BuiltPrompt
     max_new_tokens: int | None  # None for ppl
     position: int = 0  # place in the whole (unsharded) plan: merged shards keep plan order
+    # ``ppl-calibrated``: the fingerprint of its content-free request (`content_free_prompt`).
+    content_free: str | None = None
+
+    @property
+    def call(self) -> str:
+        """The model call it makes: ``generate``, or ``ppl`` for every option-ranking scorer."""
+        return "generate" if self.scorer == "generate" else "ppl"
 
     @property
     def fingerprint(self) -> str:
         """Everything about the request that can change its response, except the model
-        (`mmctx.models.keys.request_fingerprint`, as every stored model call is keyed)."""
-        options = list(self.prompt.options.texts) if self.scorer == "ppl" else None
-        return request_fingerprint(self.scorer, self.prompt.messages, self.max_new_tokens, options)
+        (`mmctx.models.keys.request_fingerprint`, as every stored model call is keyed). A
+        ``ppl-calibrated`` request makes the ppl call of its setting, so the two share one response."""
+        options = list(self.prompt.options.texts) if self.call == "ppl" else None
+        return request_fingerprint(self.call, self.prompt.messages, self.max_new_tokens, options)
 
     def key(self, model: ModelInfo) -> str:
         return request_key(model, self.fingerprint)
@@ -87,7 +95,7 @@ class PlannedRequest:
             "max_new_tokens": self.max_new_tokens,
             "fingerprint": self.fingerprint,
             "prompt": to_jsonable(self.prompt.messages, with_paths=True),
-        }
+        } | ({"content_free_key": request_key(model, self.content_free)} if self.content_free else {})
 
 
 def plan_requests(
@@ -103,11 +111,13 @@ def plan_requests(
 ) -> list[PlannedRequest]:
     """Every request of the run, in execution order; raises `BenchmarkError` listing all problems.
 
-    ``blank_dir``: where the grey images of ``-blank`` settings are written (a run passes its own
-    folder's `BLANK_IMAGES`); required only when a setting is a blank one.
+    ``blank_dir``: where the grey images of ``-blank`` settings and of ``ppl-calibrated``'s
+    content-free prompts are written (a run passes its own folder's `BLANK_IMAGES`); required
+    only where those are planned.
     """
-    if any(s.vision == "blank" for s in settings) and blank_dir is None:
-        raise AblationError("blank settings need a folder for their grey images: pass blank_dir")
+    calibrated = "ppl-calibrated" in scorers and any(s.supports("ppl-calibrated") for s in settings)
+    if (any(s.vision == "blank" for s in settings) or calibrated) and blank_dir is None:
+        raise AblationError("blank settings and ppl-calibrated need a folder for their grey images: pass blank_dir")
     queries = [q for q in bench.queries if tasks is None or q.task in tasks]
     if limit is not None:
         queries = _first_per_task(queries, limit)
@@ -135,22 +145,51 @@ def plan_requests(
                 except PromptError as exc:
                     problems.append(Problem("queries", q.id, f"setting {setting.name}", str(exc)))
                     continue
-                requests.append(
-                    PlannedRequest(
-                        id=f"{setting.name}/{scorer}/{q.id}",
-                        query_id=q.id,
-                        task=q.task,
-                        source=q.source,
-                        format=q.format,
-                        setting=setting.name,
-                        scorer=scorer,
-                        prompt=prompt,
-                        max_new_tokens=limits.limit(setting) if scorer == "generate" else None,
-                    )
+                planned = PlannedRequest(
+                    id=f"{setting.name}/{scorer}/{q.id}",
+                    query_id=q.id,
+                    task=q.task,
+                    source=q.source,
+                    format=q.format,
+                    setting=setting.name,
+                    scorer=scorer,
+                    prompt=prompt,
+                    max_new_tokens=limits.limit(setting) if scorer == "generate" else None,
                 )
+                if scorer == "ppl-calibrated":
+                    free = replace(
+                        planned,
+                        id=f"{setting.name}/{CONTENT_FREE}/{q.id}",
+                        scorer=CONTENT_FREE,
+                        prompt=content_free_prompt(q, demos, preset, setting, seed, bench.root, blank_dir),
+                    )
+                    requests.append(free)
+                    planned = replace(planned, content_free=free.fingerprint)
+                requests.append(planned)
     if problems:
         raise BenchmarkError(problems)
     return [replace(r, position=i) for i, r in enumerate(requests)]
+
+
+# What stands for a query's text in its content-free prompt ("Calibrate Before Use", Zhao et al. 2021).
+CONTENT_FREE_TEXT = "N/A"
+
+
+def content_free_prompt(
+    query: Sample, demos: list[Sample], preset: Preset, setting: Setting, seed: int, root: Path, blank_dir: Path | None
+) -> BuiltPrompt:
+    """``query``'s prompt with its content taken out and everything else kept: the same demos and
+    options in the same order, the question or statement read "N/A", each query image grey. A model's option probabilities on it are its prior over the options, which
+    ``ppl-calibrated`` divides out. Caption/foil items keep their captions: they are the options."""
+    blank = {
+        "question": CONTENT_FREE_TEXT if query.question else "",
+        "statement": CONTENT_FREE_TEXT if query.statement else "",
+        "context": "",
+    }
+    return build_prompt(
+        query.model_copy(update=blank), demos, preset, setting.style("ppl"), seed, root,
+        Ablation("blank", blank_dir), setting.option_order,
+    )  # fmt: skip
 
 
 def choose_demos(bench: Benchmark, query: Sample, setting: Setting, preset: Preset, seed: int) -> list[Sample]:

@@ -60,6 +60,7 @@ from mmctx.models.store import ResponseStore, backend_secrets
 from mmctx.run.files import LOCK, MANIFEST, REQUESTS, STORE
 from mmctx.run.manifest import read_manifest
 from mmctx.run.plan import GenerationLimits, PlannedRequest
+from mmctx.run.settings import CONTENT_FREE
 
 
 class RunError(RuntimeError):
@@ -103,8 +104,9 @@ def check_capabilities(plan: list[PlannedRequest], backend: Backend) -> None:
     """Refuse a plan the backend cannot honour, before any request is sent."""
     caps = backend.capabilities
     name = backend.info.name
-    if any(r.scorer == "ppl" for r in plan) and not caps.loglikelihood:
-        raise RunError(f"model {name!r} cannot score option log-likelihoods; drop the 'ppl' scorer")
+    ranking = sorted({r.scorer for r in plan if r.call == "ppl" and r.scorer != CONTENT_FREE})
+    if ranking and not caps.loglikelihood:
+        raise RunError(f"model {name!r} cannot score option log-likelihoods; drop the scorer(s) {ranking}")
     if not caps.chat_template:
         raise RunError(f"model {name!r} has no chat template")
     most = max((sum(len(m.images) for m in r.prompt.messages) for r in plan), default=0)
@@ -312,9 +314,14 @@ def execute_with(
     with ResponseStore(Path(run_dir) / STORE, secrets=secrets) as store:
         if retry_errors:
             stats.errors_retried = store.delete_errors()
-        done = store.keys()
         key_of = {r.id: r.key(model) for r in plan}
-        pending = [r for r in plan if key_of[r.id] not in done]
+        # Each key is asked once: requests sharing one (ppl and ppl-calibrated of a setting, a
+        # content-free prompt several queries share) share its response.
+        asked, pending = store.keys(), []
+        for r in plan:
+            if key_of[r.id] not in asked:
+                asked.add(key_of[r.id])
+                pending.append(r)
         stats.cached = len(plan) - len(pending)
         stats.queries = len({r.query_id for r in pending})
         with _progress(show_progress) as progress:
@@ -399,7 +406,7 @@ def _run_chunk(chunk: list[PlannedRequest], backend: Backend, key_of: dict[str, 
     rows: list[tuple] = []
     by_limit: dict[int, list[PlannedRequest]] = {}
     for r in chunk:
-        if r.scorer == "generate":
+        if r.call == "generate":
             by_limit.setdefault(r.max_new_tokens or 0, []).append(r)
     for limit, group in by_limit.items():
         requests = [GenerateRequest(r.prompt.messages, limit) for r in group]
@@ -412,7 +419,7 @@ def _run_chunk(chunk: list[PlannedRequest], backend: Backend, key_of: dict[str, 
                 "truncated": g.truncated,
             }
             rows.append((key_of[r.id], r.id, "generate", payload, g.error))
-    ranked = [r for r in chunk if r.scorer == "ppl"]
+    ranked = [r for r in chunk if r.call == "ppl"]
     # One call for the chunk: a remote backend scores its queries concurrently.
     requests = [ScoreRequest(r.prompt.messages, r.prompt.options.texts) for r in ranked]
     for r, s in zip(ranked, _guarded(backend.score, requests, lambda exc: OptionScores(error=_failure(exc)))):

@@ -7,7 +7,8 @@ and their order: ``<k>-<strategy>[-cot][-last][#o<n>]``. The paper's grid is ``0
 ``4-random``, ``4-similar``, ``4-similar-cot``, ``8-random``, ``8-similar``, ``8-similar-cot``.
 Demos are shown most similar (first in the stored list) first; ``-last`` reverses them so the
 nearest sits next to the query; ``#o<n>`` is the n-th seeded permutation. A scorer says how the answer is read: ``generate`` (greedy text, then
-answer extraction) or ``ppl`` (the option with the lowest per-token perplexity).
+answer extraction), ``ppl`` (the option with the lowest per-token perplexity) or
+``ppl-calibrated`` (ppl divided by the option prior of a content-free prompt, `mmctx.run.plan`).
 CoT settings are generation-only: ranking fixed options has no place for a rationale.
 
 Shortcut checks add a *vision modifier* after the setting (`mmctx.prompts.ablation`):
@@ -27,7 +28,13 @@ from mmctx.prompts.ablation import VISIONS, Vision
 from mmctx.prompts.presets import AnswerStyle
 from mmctx.run.strategies import DemoStrategy, resolve_strategy
 
-SCORERS: tuple[str, ...] = ("generate", "ppl")
+SCORERS: tuple[str, ...] = ("generate", "ppl", "ppl-calibrated")
+# What ``--scorers all`` (and no --scorers) runs: the papers' two. ``ppl-calibrated`` asks a
+# content-free prompt beside every ppl one, so it is asked for by name.
+DEFAULT_SCORERS: tuple[str, ...] = ("generate", "ppl")
+# Not a scorer a user names: the content-free prompt a ``ppl-calibrated`` request is divided by
+# (`mmctx.run.plan`); planned and stored like a ppl request, never scored on its own.
+CONTENT_FREE = "ppl-content-free"
 
 
 @dataclass(frozen=True)
@@ -76,6 +83,10 @@ class Setting:
         return "cot" if self.cot else "letter"
 
     def supports(self, scorer: str) -> bool:
+        """CoT settings are generation-only. ``ppl-calibrated`` needs the images: a shortcut check's
+        prompt already lacks what its content-free prompt takes out, and divided by itself it ties."""
+        if scorer == "ppl-calibrated" and self.vision != "full":
+            return False
         return not (self.cot and scorer.startswith("ppl"))
 
     @classmethod
@@ -168,8 +179,9 @@ def with_option_orders(settings: list[Setting], orders: int) -> list[Setting]:
 
 
 def parse_scorers(spec: str | None) -> list[str]:
+    """``"all"``/None for `DEFAULT_SCORERS`, else a comma-separated list of `SCORERS`."""
     if not spec or spec == "all":
-        return list(SCORERS)
+        return list(DEFAULT_SCORERS)
     scorers = [s.strip() for s in spec.split(",") if s.strip()]
     for s in scorers:
         if s not in SCORERS:

@@ -114,6 +114,25 @@ def option_probabilities(loglikelihoods: Sequence[float], token_counts: Sequence
     return weights / weights.sum()
 
 
+def calibrated_probabilities(probs: Sequence[float], prior: Sequence[float]) -> np.ndarray:
+    """Contextual calibration ("Calibrate Before Use", Zhao et al. 2021): ``probs`` divided by the
+    option ``prior`` a content-free prompt gives, renormalised — the diagonal W = diag(prior)⁻¹, b = 0.
+
+    An option the prior gives probability 0 would divide by zero: the prior is floored at the
+    smallest positive double, so such an option wins only where it is also the only one left.
+    A ``nan`` in either (an undefined distribution) gives all ``nan``.
+    """
+    p, q = np.asarray(probs, dtype=np.float64), np.asarray(prior, dtype=np.float64)
+    if p.shape != q.shape:
+        raise ValueError(f"{p.size} option probabilities against a prior over {q.size} options")
+    if p.size == 0 or np.isnan(p).any() or np.isnan(q).any():
+        return np.full(p.shape, math.nan)
+    # In log space: a prior of 1e-300 times a probability of 1e-300 must not underflow to a tie.
+    logits = np.log(np.maximum(p, np.finfo(float).tiny)) - np.log(np.maximum(q, np.finfo(float).tiny))
+    weights = np.exp(logits - logits.max())
+    return weights / weights.sum()
+
+
 def expected_calibration_error(confidences: Sequence[float], correct: Sequence[bool], n_bins: int = 15) -> float:
     """Expected calibration error with ``n_bins`` equal-width bins over [0, 1].
 

@@ -9,6 +9,11 @@ Each planned request becomes one `SampleResult` with an outcome:
   denominator and reported as its own count — a failure is not a wrong answer;
 - ``missing``: the request has no stored response yet (an unfinished run).
 
+A ``ppl-calibrated`` result reads two responses: its setting's ppl response and its content-free
+prompt's (`mmctx.run.plan.content_free_prompt`); either one missing or failed makes the result
+missing or an error. Its prediction is the argmax of the ppl probabilities divided by the
+content-free ones (`metrics.calibrated_probabilities`); ``probs`` are the calibrated ones.
+
 A CoT response (a ``-cot`` setting) also gets its failure tags (`mmctx.scoring.cot_tags`).
 
 Accuracy per (task, setting, scorer) is over ``correct + wrong + unparsed``. The overall
@@ -29,6 +34,7 @@ from mmctx.extract import extract_choice
 from mmctx.jsonl import read_jsonl
 from mmctx.models.store import ResponseStore
 from mmctx.run.files import REQUESTS, RESULTS, STORE, SUMMARY
+from mmctx.run.settings import CONTENT_FREE
 from mmctx.scoring import metrics
 from mmctx.scoring.cot_tags import is_cot_setting, read_cot_response, tag_cot_response
 
@@ -88,7 +94,8 @@ def load_requests(run_dir: Path) -> list[dict]:
     return read_jsonl(Path(run_dir) / REQUESTS)
 
 
-def score_request(request: dict, response: dict | None) -> SampleResult:
+def score_request(request: dict, response: dict | None, content_free: dict | None = None) -> SampleResult:
+    """``request``'s result from its ``response`` (and, for ``ppl-calibrated``, its ``content_free`` one)."""
     base = {
         "request_id": request["id"],
         "query_id": request["query_id"],
@@ -125,24 +132,47 @@ def score_request(request: dict, response: dict | None) -> SampleResult:
         return SampleResult(**base, pred=None, outcome="error", error=f"non-finite log-likelihoods {lls}")
     pred = metrics.ppl_choice(lls, counts)
     probs = metrics.option_probabilities(lls, counts)
+    rule = "lowest_ppl"
+    if request["scorer"] == "ppl-calibrated":
+        if content_free is None:
+            return SampleResult(**base, pred=None, outcome="missing")
+        prior = _content_free_prior(content_free, len(lls))
+        if isinstance(prior, str):
+            return SampleResult(**base, pred=None, outcome="error", error=f"content-free request: {prior}")
+        probs = metrics.calibrated_probabilities(probs, prior)
+        pred, rule = int(np.argmax(probs)), "calibrated_ppl"
     return SampleResult(
         **base,
         pred=pred,
         outcome="correct" if pred == request["gold"] else "wrong",
-        rule="lowest_ppl",
+        rule=rule,
         loglikelihoods=tuple(lls),
         token_counts=tuple(counts),
         probs=tuple(float(p) for p in probs),
     )
 
 
+def _content_free_prior(response: dict, n_options: int) -> np.ndarray | str:
+    """The option prior of a content-free response, or why there is none."""
+    if response.get("error"):
+        return str(response["error"])
+    lls, counts = response["loglikelihoods"], response["token_counts"]
+    if len(lls) != n_options or not all(math.isfinite(x) for x in lls):
+        return f"log-likelihoods {lls} for {n_options} options"
+    return metrics.option_probabilities(lls, counts)
+
+
 def score_run(run_dir: Path) -> list[SampleResult]:
-    """One result per planned request, in plan order."""
+    """One result per planned request, in plan order (content-free requests are read, not scored)."""
     run_dir = Path(run_dir)
     requests = load_requests(run_dir)
     with ResponseStore(run_dir / STORE, read_only=True) as store:
         responses = store.get_all()
-    return [score_request(r, responses.get(r["key"])) for r in requests]
+    return [
+        score_request(r, responses.get(r["key"]), responses.get(r.get("content_free_key", "")))
+        for r in requests
+        if r["scorer"] != CONTENT_FREE
+    ]
 
 
 def cell_metrics(task: str, setting: str, scorer: str, results: list[SampleResult], seed: int = 0) -> CellMetrics:

@@ -258,11 +258,30 @@ def compare_settings(
             base, treat = groups.get((c.baseline, scorer)), groups.get((c.treatment, scorer))
             if not base or not treat:
                 continue
-            rows.append(ComparisonRow(model, scorer, c.question, AVERAGE, compare(base, treat, seed=seed)))
-            if per_task:
-                for task in sorted({r.task for r in base} | {r.task for r in treat}):
-                    pair = [r for r in base if r.task == task], [r for r in treat if r.task == task]
-                    rows.append(ComparisonRow(model, scorer, c.question, task, compare(*pair, seed=seed)))
+            rows += _rows(model, scorer, c.question, base, treat, per_task, seed)
+    # Contextual calibration is a scorer, not a setting: asked per setting that has both ppl forms.
+    for setting in sorted({s for s, scorer in groups if scorer == "ppl-calibrated"}):
+        raw, calibrated = groups.get((setting, "ppl")), groups[(setting, "ppl-calibrated")]
+        if raw:
+            question = f"{setting}: calibrated vs raw ppl"
+            rows += _rows(model, "ppl-calibrated", question, raw, calibrated, per_task, seed)
+    return rows
+
+
+def _rows(
+    model: str,
+    scorer: str,
+    question: str,
+    base: list[SampleResult],
+    treat: list[SampleResult],
+    per_task: bool,
+    seed: int,
+) -> list[ComparisonRow]:
+    rows = [ComparisonRow(model, scorer, question, AVERAGE, compare(base, treat, seed=seed))]
+    if per_task:
+        for task in sorted({r.task for r in base} | {r.task for r in treat}):
+            pair = [r for r in base if r.task == task], [r for r in treat if r.task == task]
+            rows.append(ComparisonRow(model, scorer, question, task, compare(*pair, seed=seed)))
     return rows
 
 

@@ -27,7 +27,7 @@ from typing import Literal
 
 from mmctx.prompts.presets import Preset
 from mmctx.run.plan import GenerationLimits
-from mmctx.run.settings import PAPER_GRID, SCORERS
+from mmctx.run.settings import DEFAULT_SCORERS, PAPER_GRID
 
 TaskKind = Literal["fewshot", "context"]
 ENTRY_POINT_GROUP = "mmctx.tasks"
@@ -48,7 +48,7 @@ class Task:
     prepare: Callable[[Path], Path]
     preset: str | Preset = "fewmmbench"  # few-shot: how a sample becomes a prompt
     grid: tuple[str, ...] = tuple(s.name for s in PAPER_GRID)  # few-shot settings run by default
-    scorers: tuple[str, ...] = SCORERS
+    scorers: tuple[str, ...] = DEFAULT_SCORERS
     limits: GenerationLimits = field(default_factory=GenerationLimits)
     report: Literal["fewmmbench", "clbench"] = "fewmmbench"  # which tables its results take
     description: str = ""
