@@ -416,12 +416,15 @@ def report(
     figures: bool = True,
     seed: int = 0,
     csv: str | Path | None = None,
+    annotation: str | Path | None = None,
 ) -> str:
     """The papers' tables for one or more runs (one per model), as Markdown; with ``out``, the full report.
 
     Run folders are only read: few-shot results are scored afresh in memory (re-scoring into the
     folder is `score`). Few-shot and context runs are reported apart. ``csv``: also every few-shot
-    metric as one CSV file (a context report writes its CSVs into ``out``).
+    metric as one CSV file (a context report writes its CSVs into ``out``). ``annotation``: an
+    `mmctx annotate export` folder, whose sample (and, once imported, rater agreement) the
+    few-shot report shows as "Human validation of demonstrations".
     """
     runs = _named_runs(run_dirs)
     kinds = {m.kind for _, _, m in runs}
@@ -454,6 +457,12 @@ def report(
         [(name, accuracy_without_blind(results)) for name, results in scored],
     )
     text += "\n" + shortcut if shortcut else ""
+    validation = ""
+    if annotation is not None:
+        from mmctx.reporting.annotation_section import annotation_markdown
+
+        validation = annotation_markdown(Path(annotation))
+        text += "\n" + validation
     if csv is not None:
         from mmctx.reporting.tables import write_csv
 
@@ -463,7 +472,15 @@ def report(
         from mmctx.scoring.cot_judging import read_cot_judgements
 
         judged = [(name, read_cot_judgements(run_dir)) for name, run_dir, _ in runs]
-        write_report_results(scored, Path(out), latex=latex, figures=figures, seed=seed, cot_judgements=judged)
+        write_report_results(
+            scored,
+            Path(out),
+            latex=latex,
+            figures=figures,
+            seed=seed,
+            cot_judgements=judged,
+            extra_sections=[validation],
+        )
     return text
 
 

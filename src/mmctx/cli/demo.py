@@ -54,3 +54,36 @@ def _demo_clbench(out: Path, model: str) -> None:
     print(table2_markdown({result.model: result.scores}))  # Table 3 is in the report folder
     s = result.stats
     console.print(f"CLBench-V toy suite: {s.planned} items, outcomes {s.outcomes}; Tables 2–3 → {out}/report")
+
+
+@app.command()
+def study(
+    out: Path = typer.Option(Path("runs/study"), help="Folder for the benchmark, run, annotation forms and report."),
+    model: str = typer.Option(DEFAULT_MODEL, help="Model to study."),
+    benchmark: Path | None = typer.Option(
+        None, help="Benchmark folder (64 similar demos per query); default: shapes-world built into OUT/benchmark."
+    ),
+    queries_per_task: int = typer.Option(10, help="shapes-world queries per task and format."),
+    limit: int | None = typer.Option(None, help="Only the first N queries of each task (a quick look)."),
+    blind_orders: int = typer.Option(3, help="Option orders each blind or blank setting is asked in."),
+    annotators: int = typer.Option(3, help="Annotators a rating form is written for."),
+    sample: int = typer.Option(5, help="CoT demos per task on each annotator's form."),
+) -> None:
+    """Beyond the papers, in one report: shortcut checks, CoT failure tags, demo strategies up to 64 shots,
+    demo orders, calibrated ppl, and rating forms for human validation of the CoT demos."""
+    from mmctx.cli.common import fail
+    from mmctx.study import run_study
+
+    try:
+        outcome = run_study(
+            out, model, benchmark=benchmark, queries_per_task=queries_per_task, limit=limit, blind_orders=blind_orders,
+            annotators=annotators, sample=sample, progress=True,
+        )  # fmt: skip
+    except (ValueError, OSError, RuntimeError, LookupError) as exc:
+        fail(str(exc))
+    s = outcome.result.stats
+    console.print(f"{s.planned} requests ({s.cached} cached) in {s.seconds:.1f}s; report → {outcome.report}")
+    console.print(
+        f"rating forms → {outcome.annotation}; once filled: mmctx annotate import {outcome.annotation}, "
+        f"then run this command again"
+    )

@@ -287,6 +287,9 @@ def report(
     latex: bool = typer.Option(True, help="With --out: also write table1/table4/table5.tex."),
     figures: bool = typer.Option(True, help="With --out: also write the figures (PNG + PDF)."),
     seed: int = typer.Option(0, help="With --out: seed of the paired bootstrap."),
+    annotation: Path | None = typer.Option(
+        None, help="An `mmctx annotate export` folder: its sample and, once imported, rater agreement."
+    ),
 ) -> None:
     """Print the papers' tables for one or more runs; with --out, write the full report.
 
@@ -296,7 +299,7 @@ def report(
     from mmctx import api
 
     try:
-        text = api.report(run_dirs, out, latex=latex, figures=figures, seed=seed, csv=csv)
+        text = api.report(run_dirs, out, latex=latex, figures=figures, seed=seed, csv=csv, annotation=annotation)
     except _RUN_ERRORS as exc:
         fail(str(exc))
     print(text)

@@ -68,9 +68,11 @@ def write_report_results(
     *,
     seed: int = 0,
     cot_judgements: Sequence[tuple[str, Sequence[CotJudgement]]] = (),
+    extra_sections: Sequence[str] = (),
 ) -> list[Path]:
     """`write_report` from already scored results, one ``(model name, results)`` per model, and
     any judge's readings of their CoT reasoning (``(model name, judgements)``, `mmctx.scoring.cot_judging`).
+    ``extra_sections``: Markdown sections appended to ``report.md`` as they are (empty ones skipped).
 
     Files (in ``out``):
 
@@ -157,6 +159,7 @@ def write_report_results(
         paths.append(_write_csv(out / "blind_answerable.csv", blind_share_rows(shares)))
         paths.append(_write_csv(out / "accuracy_without_blind.csv", accuracy_without_rows(accuracies)))
         sections.append(blind_markdown(shares, accuracies))
+    sections += [section for section in extra_sections if section]
     (out / "report.md").write_text("\n".join(sections), encoding="utf-8")
     paths.append(out / "report.md")
 

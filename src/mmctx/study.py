@@ -1,0 +1,103 @@
+"""`mmctx study`: what the papers could not measure, on one benchmark and model, in one report.
+
+One command runs, on shapes-world with the built-in model unless told otherwise:
+
+- **shortcut checks**: ``0-shot-blind`` and ``0-shot-blank`` in ``blind_orders`` option orders,
+  so the report gives the share of each task answerable without vision and accuracy without it;
+- **CoT failure analysis**: ``4-similar-cot`` and ``8-similar-cot``, every response tagged;
+- **demonstration strategies**: random, similar, image-similar, text-similar, MMR, balanced and
+  same-task-different-answer at 4 shots, similar from 8 to 64 shots, most-similar-last and two
+  seeded orders (the order-sensitivity table), each compared with ``similar`` in the
+  paired-comparison table; ``ppl-calibrated`` beside ``ppl``;
+- **human validation**: rating forms for ``annotators`` people on a sample of the CoT demos
+  (`mmctx annotate export`); once filled and imported (`mmctx annotate import OUT/annotation`),
+  running the study again puts their agreement in the report.
+
+Everything lands in ``OUT``: ``benchmark/``, ``run/`` (resumable: a second call asks nothing
+already stored), ``annotation/`` and ``report/report.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from mmctx import api
+from mmctx.models import DEFAULT_MODEL
+from mmctx.run.plan import DEMO_LIMITS, GenerationLimits
+
+SHORTCUT_SETTINGS = ("0-shot-blind", "0-shot-blank")
+COT_SETTINGS = ("4-similar-cot", "8-similar-cot")
+STRATEGY_SETTINGS = (
+    "0-shot",
+    "4-random",
+    "4-similar",
+    "4-image-similar",
+    "4-text-similar",
+    "4-mmr",
+    "4-balanced",
+    "4-different-answer",
+    "4-similar-last",
+    "4-similar#o1",
+    "4-similar#o2",
+    "8-random",
+    "8-similar",
+    "16-similar",
+    "32-similar",
+    "64-similar",
+)
+STUDY_GRID: tuple[str, ...] = STRATEGY_SETTINGS + SHORTCUT_SETTINGS + COT_SETTINGS
+STUDY_SCORERS: tuple[str, ...] = ("generate", "ppl", "ppl-calibrated")
+
+
+@dataclass(frozen=True)
+class StudyOutcome:
+    benchmark: Path
+    run: Path
+    annotation: Path
+    report: Path  # report.md
+    result: api.EvalResult
+
+
+def run_study(
+    out: str | Path,
+    model: str = DEFAULT_MODEL,
+    *,
+    benchmark: str | Path | None = None,
+    queries_per_task: int = 10,
+    limit: int | None = None,
+    blind_orders: int = 3,
+    annotators: int = 3,
+    sample: int = 5,
+    limits: GenerationLimits = DEMO_LIMITS,
+    progress: bool = False,
+) -> StudyOutcome:
+    """Run the study into ``out`` and write its report; see the module docstring.
+
+    ``benchmark``: a benchmark folder whose queries store at least 64 similar demos with
+    rationales for the first 8 (default: shapes-world with ``queries_per_task`` queries per task
+    and format, built into ``OUT/benchmark``); ``limit``: only the first N queries of each task.
+    ``sample`` demos per task go to each of the ``annotators``' forms.
+    """
+    from mmctx.curate.annotation.export import EXPORT_FILE
+    from mmctx.data.disk import load_benchmark
+    from mmctx.reporting.annotation_forms import export_forms
+
+    out = Path(out)
+    if benchmark is None:
+        from mmctx.data import shapes
+
+        bench_dir = out / "benchmark"
+        if not (bench_dir / "benchmark.json").exists():
+            shapes.build_benchmark(bench_dir, queries_per_task=queries_per_task, seed=0)
+    else:
+        bench_dir = Path(benchmark)
+    run_dir, annotation = out / "run", out / "annotation"
+    result = api.evaluate(
+        bench_dir, model, run_dir, grid=list(STUDY_GRID), scorers=list(STUDY_SCORERS), limits=limits,
+        blind_orders=blind_orders, limit=limit, progress=progress,
+    )  # fmt: skip
+    if not (annotation / EXPORT_FILE).exists():  # the forms people may be filling in are kept
+        export_forms(load_benchmark(bench_dir), annotation, sample, annotators, seed=0)
+    api.report([run_dir], out / "report", annotation=annotation)
+    return StudyOutcome(bench_dir, run_dir, annotation, out / "report" / "report.md", result)

@@ -1,0 +1,77 @@
+"""`mmctx study`: one command, a report with a table for every analysis beyond the papers."""
+
+from __future__ import annotations
+
+import csv
+import re
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from mmctx.cli import app
+from mmctx.curate.annotation.export import EXPORT_FILE, load_export
+from mmctx.reporting.annotation_forms import CSV_COLUMNS
+from mmctx.study import run_study
+
+
+@pytest.fixture(scope="module")
+def study(shapes_bench, tmp_path_factory):
+    root = tmp_path_factory.mktemp("study")
+    bench = root / "bench"
+    shutil.copytree(shapes_bench, bench)
+    out = root / "study"
+    return bench, out, run_study(out, benchmark=bench, limit=1, annotators=2, sample=2, blind_orders=2)
+
+
+SECTIONS = (
+    "## Shortcut checks",  # §1
+    "## CoT failure tags",  # §2
+    "## Human validation of demonstrations",  # §3
+    "## Paired comparisons",  # §4: strategies and calibration
+    "## Demo-order sensitivity",  # §4: orders
+    "## Table 1 columns (ppl-calibrated",
+)
+
+
+def test_one_call_writes_a_report_with_every_section(study):
+    _, out, outcome = study
+    text = outcome.report.read_text()
+    for section in SECTIONS:
+        assert section in text, section
+    for question in ("4-shot mmr vs similar", "4-shot balanced vs similar", "4-shot different-answer vs similar",
+                     "4-shot image-similar vs similar", "4-shot text-similar vs similar",
+                     "4-shot similar: nearest last vs first", "64-shot similar vs 0-shot", "4-similar: calibrated vs raw ppl"):  # fmt: skip
+        assert question in text, question
+    assert "Ratings not imported yet" in text and (out / "annotation" / EXPORT_FILE).is_file()
+
+
+def _fill(path, reasoning: str) -> None:
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        row["answer_correctness"], row["reasoning_quality"] = "true", reasoning
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(CSV_COLUMNS))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def test_imported_ratings_join_the_report_and_a_second_call_asks_nothing(study):
+    bench, out, _ = study
+    annotation = out / "annotation"
+    export = load_export(annotation / EXPORT_FILE)
+    forms = (annotation / export.annotators[0].html).read_bytes()
+    for form, rating in zip(export.annotators, ("4", "5")):
+        _fill(annotation / form.csv, rating)
+    r = CliRunner().invoke(app, ["annotate", "import", str(annotation)])
+    assert r.exit_code == 0, r.output
+    args = ["study", "--out", str(out), "--benchmark", str(bench), "--limit", "1", "--annotators", "2",
+            "--sample", "2", "--blind-orders", "2"]  # fmt: skip
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    planned, cached = re.search(r"(\d+) requests \((\d+) cached\)", r.output).groups()
+    assert planned == cached  # everything was stored by the first call
+    text = (out / "report" / "report.md").read_text()
+    assert "Fleiss' κ" in text and "| reasoning_quality | ordinal | 4.50" in text
+    assert (annotation / export.annotators[0].html).read_bytes() == forms  # the forms were kept
