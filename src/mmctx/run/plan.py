@@ -44,6 +44,15 @@ DEMO_LIMITS = GenerationLimits(cot_max_new_tokens=128)
 
 
 @dataclass(frozen=True)
+class Fit:
+    """How a request's prompt was fitted to a prompt budget (`mmctx.run.budget`); recorded with it."""
+
+    max_prompt_tokens: int
+    prompt_tokens: int  # the prompt as sent, counted by the model (images included)
+    demos_dropped: tuple[str, ...] = ()  # the end of the demos' stored order (least similar), in that order
+
+
+@dataclass(frozen=True)
 class PlannedRequest:
     id: str  # "<setting>/<scorer>/<query id>"
     query_id: str
@@ -55,6 +64,7 @@ class PlannedRequest:
     prompt: BuiltPrompt
     max_new_tokens: int | None  # None for ppl
     position: int = 0  # place in the whole (unsharded) plan: merged shards keep plan order
+    fit: Fit | None = None  # set in a run with a prompt budget
 
     @property
     def fingerprint(self) -> str:
@@ -87,7 +97,16 @@ class PlannedRequest:
             "max_new_tokens": self.max_new_tokens,
             "fingerprint": self.fingerprint,
             "prompt": to_jsonable(self.prompt.messages, with_paths=True),
+            **(_fit_record(self.fit) if self.fit else {}),
         }
+
+
+def _fit_record(fit: Fit) -> dict:
+    return {
+        "max_prompt_tokens": fit.max_prompt_tokens,
+        "prompt_tokens_counted": fit.prompt_tokens,
+        "demos_dropped": list(fit.demos_dropped),
+    }
 
 
 def plan_requests(
@@ -117,10 +136,6 @@ def plan_requests(
         for setting in settings:
             try:
                 demos = choose_demos(bench, q, setting, preset, seed)
-                if setting.last:  # the most similar demo nearest the query
-                    demos.reverse()
-                if setting.order:  # order sensitivity: the same demos, permuted per (seed, order, query)
-                    random.Random(derived_seed(seed, "demo-order", str(setting.order), q.id)).shuffle(demos)
             except BenchmarkError as exc:
                 problems.extend(exc.problems)
                 continue
@@ -128,10 +143,7 @@ def plan_requests(
                 if not setting.supports(scorer):
                     continue
                 try:
-                    prompt = build_prompt(
-                        q, demos, preset, setting.style(scorer), seed, bench.root,
-                        Ablation(setting.vision, blank_dir), setting.option_order,
-                    )  # fmt: skip
+                    prompt = request_prompt(bench, q, demos, setting, scorer, preset, seed, blank_dir)
                 except PromptError as exc:
                     problems.append(Problem("queries", q.id, f"setting {setting.name}", str(exc)))
                     continue
@@ -151,6 +163,23 @@ def plan_requests(
     if problems:
         raise BenchmarkError(problems)
     return [replace(r, position=i) for i, r in enumerate(requests)]
+
+
+def request_prompt(
+    bench: Benchmark, query: Sample, demos: list[Sample], setting: Setting, scorer: str, preset: Preset, seed: int,
+    blank_dir: Path | None,
+) -> BuiltPrompt:  # fmt: skip
+    """The prompt of ``query`` under ``setting`` and ``scorer`` with ``demos`` (stored order: most
+    similar first), shown in the order the setting names; `PromptError` if it cannot be built."""
+    demos = list(demos)
+    if setting.last:  # the most similar demo nearest the query
+        demos.reverse()
+    if setting.order:  # order sensitivity: the same demos, permuted per (seed, order, query)
+        random.Random(derived_seed(seed, "demo-order", str(setting.order), query.id)).shuffle(demos)
+    return build_prompt(
+        query, demos, preset, setting.style(scorer), seed, bench.root,
+        Ablation(setting.vision, blank_dir), setting.option_order,
+    )  # fmt: skip
 
 
 def choose_demos(bench: Benchmark, query: Sample, setting: Setting, preset: Preset, seed: int) -> list[Sample]:
