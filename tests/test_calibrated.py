@@ -179,3 +179,28 @@ def test_a_model_without_log_likelihoods_is_refused_for_calibrated_too(shapes_be
 
     with pytest.raises(RunError, match=r"drop the scorer\(s\) \['ppl-calibrated'\]"):
         check_capabilities(plan, GenerateOnly())
+
+
+def test_under_a_prompt_budget_the_content_free_prompt_keeps_the_demos_its_partner_kept(shapes_bench, tmp_path):
+    from mmctx.run.budget import fit_plan
+
+    bench = load_benchmark(shapes_bench)
+    plan = plan_requests(
+        bench, parse_settings("16-similar"), ["ppl", "ppl-calibrated"], PRESET, 0, GenerationLimits(), limit=1,
+        blank_dir=tmp_path,
+    )  # fmt: skip
+
+    def count(messages) -> int:  # characters, so "N/A" makes the content-free prompt the shorter one
+        return sum(len(m.text) for m in messages)
+
+    budget = sorted(count(r.prompt.messages) for r in plan if r.scorer == "ppl")[0] // 2
+    fitted = {r.id: r for r in fit_plan(plan, count, budget, bench=bench, preset=PRESET, seed=0, blank_dir=tmp_path)}
+    calibrated = [r for r in fitted.values() if r.scorer == "ppl-calibrated"]
+    assert calibrated
+    for r in calibrated:
+        free = fitted[r.id.replace("/ppl-calibrated/", f"/{CONTENT_FREE}/")]
+        raw = fitted[r.id.replace("/ppl-calibrated/", "/ppl/")]
+        assert r.fit.demos_dropped and len(r.prompt.demo_ids) < 16  # the budget cut it
+        assert free.prompt.demo_ids == r.prompt.demo_ids == raw.prompt.demo_ids
+        assert free.fit.demos_dropped == r.fit.demos_dropped
+        assert r.content_free == free.fingerprint and r.fingerprint == raw.fingerprint

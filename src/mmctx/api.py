@@ -129,18 +129,22 @@ def evaluate(
     ray: Any = None,
     progress: bool = False,
     task_options: dict[str, Any] | None = None,
+    max_prompt_tokens: int | None = None,
 ) -> EvalResult:
     """Run ``model`` on ``task`` into the run folder ``out`` (resumed if it holds the same run) and score it.
 
     Few-shot tasks: ``grid`` (setting names, default the task's grid), ``scorers`` (``generate``,
     ``ppl``), ``preset`` (a built-in name, a preset file or a `Preset`, instead of the task's), ``demo_orders``,
-    ``blind_orders`` (option orders per ``-blind``/``-blind-all``/``-blank`` setting), ``limits``, ``shard`` and ``ray`` (`mmctx.run.distributed.RayOptions`).
+    ``blind_orders`` (option orders per ``-blind``/``-blind-all``/``-blank`` setting), ``limits``, ``shard`` and ``ray`` (`mmctx.run.distributed.RayOptions`),
+    ``max_prompt_tokens`` (a prompt budget the model counts, images included: demos dropped from
+    the least similar end until a prompt fits, recorded per request; `mmctx.run.budget`).
     Context tasks: ``context``, ``judge`` and ``extractor`` (model specs or backends). Both:
     ``tasks`` (sub-tasks or subsets to keep), ``limit`` (few-shot: the first N queries of each
     sub-task; context: the first N items of the suite), ``options`` (the
     backend's: device, dtype, batch_size, revision, trust_remote_code, adapter, quantization,
     base_url, …), ``retry_errors``. ``out`` defaults to ``runs/<task>/<model>``.
     """
+    from mmctx.run.budget import check_max_prompt_tokens
     from mmctx.run.runner import run_lock
 
     for name, value in (("grid", grid), ("scorers", scorers), ("tasks", tasks)):
@@ -148,10 +152,11 @@ def evaluate(
             raise TypeError(f"{name} is a list of names, e.g. {name}={value.split(',')!r}, not the string {value!r}")
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit is a whole number of items, at least 1, or None for all (got {limit!r})")
+    check_max_prompt_tokens(max_prompt_tokens)
     chosen = resolve_task(task, **(task_options or {}))
     _refuse_other_kinds_arguments(chosen, grid=grid, scorers=scorers, preset=preset, shard=shard, ray=ray,
                                   limits=limits, seed=seed, demo_orders=demo_orders, blind_orders=blind_orders, judge=judge,
-                                  extractor=extractor, context=context)  # fmt: skip
+                                  extractor=extractor, context=context, max_prompt_tokens=max_prompt_tokens)  # fmt: skip
     if preset is not None:
         chosen = replace(chosen, preset=str(preset) if isinstance(preset, Path) else preset)
     spec = model.info.name if isinstance(model, Backend) else str(model)
@@ -160,7 +165,8 @@ def evaluate(
     try:
         with run_lock(run_dir):  # held while the task writes its samples into the run folder, too
             return _evaluate_in(chosen, run_dir, model, grid, scorers, tasks, limit, seed, limits, preset,
-                                (demo_orders, blind_orders), context, options, judge, extractor, retry_errors, shard, ray, progress)  # fmt: skip
+                                (demo_orders, blind_orders), context, options, judge, extractor, retry_errors, shard, ray, progress,
+                                max_prompt_tokens)  # fmt: skip
     except Exception:
         if fresh and not (run_dir / "manifest.json").exists():
             _remove_unused(run_dir)
@@ -168,7 +174,7 @@ def evaluate(
 
 
 _FEWSHOT_ONLY = {"grid": None, "scorers": None, "preset": None, "shard": None, "ray": None, "limits": None,
-                 "seed": 0, "demo_orders": 1, "blind_orders": 3}  # fmt: skip
+                 "seed": 0, "demo_orders": 1, "blind_orders": 3, "max_prompt_tokens": None}  # fmt: skip
 _CONTEXT_ONLY = {"judge": None, "extractor": None, "context": ContextOptions()}
 
 
@@ -233,14 +239,14 @@ def _remove_unused(run_dir: Path) -> None:
 
 def _evaluate_in(
     chosen: Task, run_dir: Path, model, grid, scorers, tasks, limit, seed, limits, preset, orders, context,
-    options, judge, extractor, retry_errors, shard, ray, progress,
+    options, judge, extractor, retry_errors, shard, ray, progress, max_prompt_tokens=None,
 ) -> EvalResult:  # fmt: skip
     source = _prepare(chosen, run_dir)
     if chosen.kind == "context":
         return _evaluate_context(chosen, source, model, run_dir, tasks, limit, context, options, judge,
                                  extractor, retry_errors, progress)  # fmt: skip
     return _evaluate_fewshot(chosen, source, model, run_dir, grid, scorers, tasks, limit, seed, limits,
-                             orders, options, retry_errors, shard, ray, progress)  # fmt: skip
+                             orders, options, retry_errors, shard, ray, progress, max_prompt_tokens)  # fmt: skip
 
 
 def _safe(name: str) -> str:
@@ -249,7 +255,7 @@ def _safe(name: str) -> str:
 
 def _evaluate_fewshot(
     chosen: Task, source: Path, model, run_dir: Path, grid, scorers, tasks, limit, seed, limits, orders,
-    options, retry_errors, shard, ray, progress,
+    options, retry_errors, shard, ray, progress, max_prompt_tokens=None,
 ) -> EvalResult:  # fmt: skip
     from mmctx.tasks.fewshot import evaluate as run_evaluate
 
@@ -276,6 +282,7 @@ def _evaluate_fewshot(
         shard=shard,
         show_progress=progress,
         ray=ray,
+        max_prompt_tokens=max_prompt_tokens,
         **named,
         **extra,
     )

@@ -42,6 +42,14 @@ Ray = Annotated[bool, typer.Option("--ray", help="Run on Ray: one model replica 
 RayAddress = Annotated[
     str | None, typer.Option(help="--ray: cluster to join (default: RAY_ADDRESS, else a local one).")
 ]
+MaxPromptTokens = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Few-shot: a prompt budget in tokens, counted by the model (images included; HF backend): a longer "
+        "prompt drops demos from the least similar end until it fits; recorded per request in requests.jsonl.",
+    ),
+]
 RayWorkers = Annotated[int | None, typer.Option(help="--ray: model replicas (default: one per GPU, 2 without GPUs).")]
 
 
@@ -103,6 +111,7 @@ def eval_cmd(
     truncation: str = typer.Option("none", help="Context runs: none (report context_overflow) | head | middle."),
     budget: int | None = typer.Option(None, help="With --truncation: context text budget in tokens."),
     tokenizer: str | None = typer.Option(None, help="With --truncation: tokenizer path or id, or 'whitespace'."),
+    max_prompt_tokens: MaxPromptTokens = None,
     device: Device = None,
     dtype: Dtype = None,
     batch_size: BatchSize = None,
@@ -156,6 +165,7 @@ def eval_cmd(
             limit=limit, seed=seed, preset=preset, limits=limits, demo_orders=demo_orders, blind_orders=blind_orders,
             context=context, options=options, judge=judge, extractor=extractor, retry_errors=retry_errors,
             shard=shard, ray=_ray(ray, ray_address, ray_workers), progress=progress,
+            max_prompt_tokens=max_prompt_tokens,
         )  # fmt: skip
     except _RUN_ERRORS as exc:
         fail(str(exc))
@@ -195,6 +205,7 @@ def run(
     shard: Shard = None,
     demo_orders: int = typer.Option(1, help="Evaluate each few-shot setting in N demo orders (order sensitivity)."),
     blind_orders: int = typer.Option(3, help="Each -blind/-blind-all/-blank setting in N option orders."),
+    max_prompt_tokens: MaxPromptTokens = None,
     ray: Ray = False,
     ray_address: RayAddress = None,
     ray_workers: RayWorkers = None,
@@ -215,6 +226,7 @@ def run(
             scorers=comma_list(scorers), tasks=comma_list(tasks), limit=limit, seed=seed, preset=preset,
             limits=GenerationLimits(max_new_tokens, cot_max_new_tokens), demo_orders=demo_orders, blind_orders=blind_orders, options=options,
             retry_errors=retry_errors, shard=shard, ray=_ray(ray, ray_address, ray_workers), progress=progress,
+            max_prompt_tokens=max_prompt_tokens,
         )  # fmt: skip
     except _RUN_ERRORS as exc:
         fail(str(exc))

@@ -10,6 +10,7 @@ stored as an error and never scored as a wrong answer.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -80,6 +81,11 @@ class Backend(Protocol):
     (`declared_concurrency`). A run then keeps enough batches going to fill it instead of
     waiting for each. Optional too: a backend without it (a local model, whose batch is its
     capacity) is called one batch at a time, from one thread.
+
+    A backend that can count a prompt's tokens as its model reads them — chat template rendered,
+    each image expanded into the tokens it takes — defines ``prompt_tokens(messages) -> int``
+    (`prompt_counter`); a run with a prompt budget (``max_prompt_tokens``, `mmctx.run.budget`)
+    needs it. Optional too: an API server or an engine that expands images itself cannot say.
     """
 
     info: ModelInfo
@@ -95,3 +101,11 @@ def declared_concurrency(backend: object) -> int | None:
     or None when it declares none: its calls must not overlap."""
     slots = getattr(backend, "max_concurrency", None)
     return slots if isinstance(slots, int) and not isinstance(slots, bool) and slots > 0 else None
+
+
+def prompt_counter(backend: object) -> Callable[[Prompt], int] | None:
+    """``backend``'s ``prompt_tokens`` (the tokens a prompt takes as its model reads it, images
+    included), or None when it cannot count them. Given a backend class, whether it can (checked
+    before the model loads)."""
+    count = getattr(backend, "prompt_tokens", None)
+    return count if callable(count) else None

@@ -379,6 +379,18 @@ class HFBackend:
     def _template(self, hf_messages: list[dict], generation_prompt: bool) -> str:
         return self.adapter.render(self.processor, hf_messages, generation_prompt)
 
+    def _rendered(self, messages: Prompt) -> tuple[str, list[Image.Image]]:
+        """The prompt's text as the chat template renders it, up to the answer, and its images in order."""
+        hf, images = self._hf_messages(messages)
+        return self._template(hf, generation_prompt=True), images
+
+    def prompt_tokens(self, messages: Prompt) -> int:
+        """The tokens ``messages`` take as `generate` feeds them to the model: the chat template's
+        rendering up to the answer, each image expanded by the processor into its tokens (equal
+        to a generation's ``prompt_tokens``). Nothing runs on the model."""
+        text, images = self._rendered(messages)
+        return len(self.adapter.inputs(self.processor, [text], [images])["input_ids"][0])
+
     def _process(self, texts: list[str], images: list[list[Image.Image]]) -> dict:
         inputs = self.adapter.inputs(self.processor, texts, images)
         return {k: self._to_model(v) for k, v in inputs.items()}
@@ -411,8 +423,8 @@ class HFBackend:
             return [g for r in batch for g in self._generate_batch([r])]
         texts, images = [], []
         for r in batch:
-            hf, imgs = self._hf_messages(r.messages)
-            texts.append(self._template(hf, generation_prompt=True))
+            text, imgs = self._rendered(r.messages)
+            texts.append(text)
             images.append(imgs)
         inputs = self._process(texts, images)
         prompt_lens = inputs["attention_mask"].sum(dim=1).tolist()

@@ -44,6 +44,15 @@ DEMO_LIMITS = GenerationLimits(cot_max_new_tokens=128)
 
 
 @dataclass(frozen=True)
+class Fit:
+    """How a request's prompt was fitted to a prompt budget (`mmctx.run.budget`); recorded with it."""
+
+    max_prompt_tokens: int
+    prompt_tokens: int  # the prompt as sent, counted by the model (images included)
+    demos_dropped: tuple[str, ...] = ()  # the end of the demos' stored order (least similar), in that order
+
+
+@dataclass(frozen=True)
 class PlannedRequest:
     id: str  # "<setting>/<scorer>/<query id>"
     query_id: str
@@ -55,7 +64,8 @@ class PlannedRequest:
     prompt: BuiltPrompt
     max_new_tokens: int | None  # None for ppl
     position: int = 0  # place in the whole (unsharded) plan: merged shards keep plan order
-    # ``ppl-calibrated``: the fingerprint of its content-free request (`content_free_prompt`).
+    fit: Fit | None = None  # set in a run with a prompt budget
+    # ``ppl-calibrated``: the fingerprint of its content-free request (`content_free_query`).
     content_free: str | None = None
 
     @property
@@ -95,7 +105,17 @@ class PlannedRequest:
             "max_new_tokens": self.max_new_tokens,
             "fingerprint": self.fingerprint,
             "prompt": to_jsonable(self.prompt.messages, with_paths=True),
-        } | ({"content_free_key": request_key(model, self.content_free)} if self.content_free else {})
+            **(_fit_record(self.fit) if self.fit else {}),
+            **({"content_free_key": request_key(model, self.content_free)} if self.content_free else {}),
+        }
+
+
+def _fit_record(fit: Fit) -> dict:
+    return {
+        "max_prompt_tokens": fit.max_prompt_tokens,
+        "prompt_tokens_counted": fit.prompt_tokens,
+        "demos_dropped": list(fit.demos_dropped),
+    }
 
 
 def plan_requests(
@@ -127,10 +147,6 @@ def plan_requests(
         for setting in settings:
             try:
                 demos = choose_demos(bench, q, setting, preset, seed)
-                if setting.last:  # the most similar demo nearest the query
-                    demos.reverse()
-                if setting.order:  # order sensitivity: the same demos, permuted per (seed, order, query)
-                    random.Random(derived_seed(seed, "demo-order", str(setting.order), q.id)).shuffle(demos)
             except BenchmarkError as exc:
                 problems.extend(exc.problems)
                 continue
@@ -138,10 +154,7 @@ def plan_requests(
                 if not setting.supports(scorer):
                     continue
                 try:
-                    prompt = build_prompt(
-                        q, demos, preset, setting.style(scorer), seed, bench.root,
-                        Ablation(setting.vision, blank_dir), setting.option_order,
-                    )  # fmt: skip
+                    prompt = request_prompt(bench, q, demos, setting, scorer, preset, seed, blank_dir)
                 except PromptError as exc:
                     problems.append(Problem("queries", q.id, f"setting {setting.name}", str(exc)))
                     continue
@@ -159,9 +172,9 @@ def plan_requests(
                 if scorer == "ppl-calibrated":
                     free = replace(
                         planned,
-                        id=f"{setting.name}/{CONTENT_FREE}/{q.id}",
+                        id=content_free_id(planned.id),
                         scorer=CONTENT_FREE,
-                        prompt=content_free_prompt(q, demos, preset, setting, seed, bench.root, blank_dir),
+                        prompt=request_prompt(bench, q, demos, setting, CONTENT_FREE, preset, seed, blank_dir),
                     )
                     requests.append(free)
                     planned = replace(planned, content_free=free.fingerprint)
@@ -175,21 +188,43 @@ def plan_requests(
 CONTENT_FREE_TEXT = "N/A"
 
 
-def content_free_prompt(
-    query: Sample, demos: list[Sample], preset: Preset, setting: Setting, seed: int, root: Path, blank_dir: Path | None
-) -> BuiltPrompt:
-    """``query``'s prompt with its content taken out and everything else kept: the same demos and
-    options in the same order, the question or statement read "N/A", each query image grey. A model's option probabilities on it are its prior over the options, which
-    ``ppl-calibrated`` divides out. Caption/foil items keep their captions: they are the options."""
+def content_free_query(query: Sample) -> Sample:
+    """``query`` with its content taken out: the question or statement reads "N/A"; its options
+    stay (caption/foil items keep their captions: they are the options). Asked with the same demos
+    in the same order and each query image grey (`request_prompt`), a model's option probabilities
+    on it are its prior over the options, which ``ppl-calibrated`` divides out."""
     blank = {
         "question": CONTENT_FREE_TEXT if query.question else "",
         "statement": CONTENT_FREE_TEXT if query.statement else "",
         "context": "",
     }
+    return query.model_copy(update=blank)
+
+
+def request_prompt(
+    bench: Benchmark, query: Sample, demos: list[Sample], setting: Setting, scorer: str, preset: Preset, seed: int,
+    blank_dir: Path | None,
+) -> BuiltPrompt:  # fmt: skip
+    """The prompt of ``query`` under ``setting`` and ``scorer`` with ``demos`` (stored order: most
+    similar first), shown in the order the setting names; `PromptError` if it cannot be built.
+    The `CONTENT_FREE` scorer's prompt is that of `content_free_query`, its query images grey."""
+    demos = list(demos)
+    if setting.last:  # the most similar demo nearest the query
+        demos.reverse()
+    if setting.order:  # order sensitivity: the same demos, permuted per (seed, order, query)
+        random.Random(derived_seed(seed, "demo-order", str(setting.order), query.id)).shuffle(demos)
+    vision = setting.vision
+    if scorer == CONTENT_FREE:
+        query, vision = content_free_query(query), "blank"
     return build_prompt(
-        query.model_copy(update=blank), demos, preset, setting.style("ppl"), seed, root,
-        Ablation("blank", blank_dir), setting.option_order,
+        query, demos, preset, setting.style(scorer), seed, bench.root,
+        Ablation(vision, blank_dir), setting.option_order,
     )  # fmt: skip
+
+
+def content_free_id(calibrated_id: str) -> str:
+    """The id of the content-free request of the ``ppl-calibrated`` request ``calibrated_id``."""
+    return calibrated_id.replace("/ppl-calibrated/", f"/{CONTENT_FREE}/", 1)
 
 
 def choose_demos(bench: Benchmark, query: Sample, setting: Setting, preset: Preset, seed: int) -> list[Sample]:

@@ -86,6 +86,8 @@ class RunConfig:
     # `Preset.fingerprint()` of the preset the prompts were built with: a preset *file* edited
     # since the run began keeps its name but renders other prompts, so resuming is refused.
     preset_sha256: str = ""
+    # Prompt budget in tokens (`mmctx.run.budget`); None: prompts as planned.
+    max_prompt_tokens: int | None = None
 
 
 @dataclass
@@ -132,6 +134,9 @@ def manifest_for(config: RunConfig, backend: Backend) -> dict:
 # made before one was added has none (read as that value), and such a run still resumes and
 # merges, compared on everything else; a run that recorded the field must match it.
 _ADDED_CONFIG_FIELDS = {"preset_sha256": ""}
+# Config fields added later whose absence is a value: a run made before one was added ran with
+# that value, so its manifest reads as recording it and a run asking another is refused.
+_DEFAULTED_CONFIG_FIELDS = {"max_prompt_tokens": None}
 
 
 def _comparable(manifest: dict) -> dict:
@@ -142,12 +147,17 @@ def _comparable(manifest: dict) -> dict:
 
 
 def _comparables(manifests: list[dict]) -> list[dict]:
-    """`_comparable` of each manifest, each added field dropped from all where one did not record it."""
+    """`_comparable` of each manifest, each added field dropped from all where one did not record it,
+    each defaulted field read as its default where one did not record it."""
     out = [_comparable(m) for m in manifests]
     for key, unrecorded in _ADDED_CONFIG_FIELDS.items():
         if any(c["config"].get(key, unrecorded) == unrecorded for c in out):
             for c in out:
                 c["config"].pop(key, None)
+    for key, default in _DEFAULTED_CONFIG_FIELDS.items():
+        if any(key in c["config"] for c in out):
+            for c in out:
+                c["config"].setdefault(key, default)
     return out
 
 

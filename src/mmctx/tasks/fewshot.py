@@ -10,15 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from mmctx.data.disk import load_benchmark
 from mmctx.models import load_backend, options_for, sized_by_plan
 from mmctx.models.base import Backend
-from mmctx.models.registry import changed_values
+from mmctx.models.registry import backend_entry, changed_values
 from mmctx.prompts.build import preset_problems
 from mmctx.prompts.presets import Preset, get_preset
+from mmctx.run.budget import check_max_prompt_tokens, fit_plan, refuse_uncounted
 from mmctx.run.distributed import RayOptions
 from mmctx.run.plan import BLANK_IMAGES, GenerationLimits, PlannedRequest, Shard, plan_requests, take_shard
 from mmctx.run.runner import (
@@ -71,7 +73,15 @@ def evaluate(
     show_progress: bool = True,
     backend_factory: Callable[..., Backend] = load_backend,
     ray: RayOptions | None = None,
+    max_prompt_tokens: int | None = None,
 ) -> RunOutcome:
+    """``max_prompt_tokens``: the prompt budget (`mmctx.run.budget`), counted by the loaded model."""
+    max_prompt_tokens = check_max_prompt_tokens(max_prompt_tokens)
+    if max_prompt_tokens is not None:
+        if ray is not None:
+            raise ValueError("max_prompt_tokens counts prompts with the model loaded here; it does not run on Ray")
+        if backend_factory is load_backend and isinstance(backend_entry(model).target, type):
+            refuse_uncounted(backend_entry(model).target, model)  # a backend class that cannot count: before it loads
     bench = load_benchmark(benchmark)
     bench.check()
     chosen = preset if isinstance(preset, Preset) else get_preset(preset)  # a task may bring its own
@@ -93,6 +103,7 @@ def evaluate(
         tasks=tasks,
         batch_size=batch_size,
         shard=shard,
+        max_prompt_tokens=max_prompt_tokens,
     )
     unknown = [t for t in tasks or [] if t not in bench.tasks]
     if unknown:  # a misspelt task would otherwise be an empty run that reports nothing
@@ -112,10 +123,14 @@ def evaluate(
         values.setdefault("max_images", max((sum(len(m.images) for m in r.prompt.messages) for r in plan), default=1))
     options = options_for(model, values)
     run_dir = Path(run_dir)
+    fit = None
+    if max_prompt_tokens is not None:  # the planned requests are fitted once the model can count them
+        fit = partial(fit_plan, max_tokens=max_prompt_tokens, bench=bench, preset=chosen, seed=seed,
+                      blank_dir=run_dir / BLANK_IMAGES)  # fmt: skip
     # Held from before the model loads: a second process on the folder refuses at once.
     with run_lock(run_dir):
         stats = _execute(plan, model, options, run_dir, config, batch_size, show_progress, retry_errors,
-                         backend_factory, ray)  # fmt: skip
+                         backend_factory, ray, fit)  # fmt: skip
         results, cells = rescore(run_dir)
     return RunOutcome(run_dir, stats, results, cells)
 
@@ -131,11 +146,13 @@ def _execute(
     retry_errors: bool,
     backend_factory: Callable[..., Backend],
     ray: RayOptions | None,
+    fit: Callable[[list[PlannedRequest], Callable], list[PlannedRequest]] | None = None,
 ) -> RunStats:
     """Load the backend (or the Ray replicas), open the run folder and send what is not stored.
 
     ``options`` is the backend's options record (`mmctx.models.options_for`); ``backend_factory``
     is called as ``factory(model, **fields)`` with the fields set to other than their defaults.
+    ``fit``: fits the plan to a prompt budget with the backend's counter (`mmctx.run.budget.fit_plan`).
     """
     if ray is not None:  # one replica per Ray actor, each loading the backend itself; rows come back here
         from mmctx.run.distributed import execute_distributed
@@ -146,6 +163,8 @@ def _execute(
         )  # fmt: skip
     else:
         backend = backend_factory(model, **changed_values(options))
+        if fit is not None:
+            plan = fit(plan, refuse_uncounted(backend, backend.info.name))
         check_capabilities(plan, backend)
         manifest = manifest_for(config, backend)
         open_run(run_dir, manifest, plan, backend.info)
