@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import re
 import shutil
 
@@ -44,6 +45,11 @@ def test_one_call_writes_a_report_with_every_section(study):
                      "4-shot similar: nearest last vs first", "64-shot similar vs 0-shot", "4-similar: calibrated vs raw ppl"):  # fmt: skip
         assert question in text, question
     assert "Ratings not imported yet" in text and (out / "annotation" / EXPORT_FILE).is_file()
+    # Every prompt was fitted to shapes-vlm's window (4096) less the CoT limit (128).
+    requests = [json.loads(line) for line in (out / "run" / "requests.jsonl").read_text().splitlines()]
+    assert {r["max_prompt_tokens"] for r in requests} == {4096 - 128}
+    assert all(r["prompt_tokens_counted"] <= 4096 - 128 for r in requests)
+    assert all(r["demos_dropped"] == [] for r in requests if not r["setting"].startswith(("32-", "64-")))
 
 
 def _fill(path, reasoning: str) -> None:
