@@ -27,6 +27,7 @@ from typing import Literal
 
 import numpy as np
 
+from mmctx.run.settings import Setting
 from mmctx.scoring import metrics
 from mmctx.scoring.results import AVERAGE, SampleResult, macro_bootstrap_ci
 
@@ -260,7 +261,8 @@ def compare_settings(
                 continue
             rows += _rows(model, scorer, c.question, base, treat, per_task, seed)
     # Contextual calibration is a scorer, not a setting: asked per setting that has both ppl forms.
-    for setting in sorted({s for s, scorer in groups if scorer == "ppl-calibrated"}):
+    calibrated = {s for s, scorer in groups if scorer == "ppl-calibrated"}
+    for setting in sorted(calibrated, key=lambda name: (Setting.parse(name).shots, name)):
         raw, calibrated = groups.get((setting, "ppl")), groups[(setting, "ppl-calibrated")]
         if raw:
             question = f"{setting}: calibrated vs raw ppl"
