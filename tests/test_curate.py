@@ -193,3 +193,16 @@ def test_a_group_smaller_than_the_demos_asked_stores_what_its_queries_can_take(p
     # Fewer than the paper's largest k (8) a query may store is still refused, naming the group.
     with pytest.raises(CurationError, match=r"needs at least k \+ 8 demos = 15"):
         curate(pool, tmp_path / "again", CurateOptions(encoder=f"clip:{clip}", k=K + 4, demos=64), progress=False)
+
+
+def test_no_demos_or_no_rationale_depth_is_refused_before_any_work(pool, clip, tmp_path):
+    from mmctx.curate.pipeline import rationale_targets
+    from mmctx.schema import Benchmark
+
+    with pytest.raises(CurationError, match="demos: 0 ranked demos per query asked"):
+        curate(pool, tmp_path / "out", CurateOptions(encoder=f"clip:{clip}", k=K, demos=0), progress=False)
+    assert not (tmp_path / "out" / "curation" / "embeddings").exists()
+    with pytest.raises(CurationError, match="rationale depth 0"):
+        rationale_targets(Benchmark("empty", [], [], pool), 0)
+    r = CliRunner().invoke(app, ["curate", str(pool), "--out", str(tmp_path / "cli"), "--rationale-depth", "0"])
+    assert r.exit_code != 0 and "--rationale-depth" in r.output

@@ -61,7 +61,9 @@ def shapes(
     benchmark: bool = typer.Option(False, "--benchmark", help="Write a ready benchmark (queries + demos + keys)."),
     queries_per_task: int = typer.Option(10, help="With --benchmark: queries per task and format."),
     demos: int = typer.Option(
-        64, help="With --benchmark: ranked demo keys stored per query and strategy (the largest k a setting may ask)."
+        64,
+        min=1,
+        help="With --benchmark: ranked demo keys stored per query and strategy (the largest k a setting may ask).",
     ),
 ) -> None:
     """Write a shapes-world pool, or a ready benchmark with --benchmark."""
@@ -117,7 +119,9 @@ def build_fewmmbench(
     encoder: str = typer.Option(..., help=ENCODER_HELP),
     recipe: Path | None = typer.Option(None, help="Recipe YAML (default: the shipped FewMMBench one)."),
     k: int = typer.Option(250, help="Queries per task and kind."),
-    demos: int = typer.Option(64, help="Ranked demo keys per query and strategy: the largest k a setting may ask."),
+    demos: int = typer.Option(
+        64, min=1, help="Ranked demo keys per query and strategy: the largest k a setting may ask."
+    ),
     seed: int = typer.Option(0),
     rationales: str | None = typer.Option(None, help="Model spec for CoT rationales (none without it)."),
     duplicate_cosine: float = typer.Option(0.98, help="Candidates closer than this to a query are not its demos."),

@@ -35,12 +35,14 @@ def curate(
     k: int = typer.Option(250, help="Queries selected per task and format."),
     lam: str = typer.Option("paper", "--lambda", help=_LAMBDA_HELP),
     convention: str = typer.Option("paper", help="Graph Cut form: paper (Σ over V\\X) or submodlib (λ+1 equivalent)."),
-    demos: int = typer.Option(64, help="Ranked demo keys per query and strategy: the largest k a setting may ask."),
+    demos: int = typer.Option(
+        64, min=1, help="Ranked demo keys per query and strategy: the largest k a setting may ask."
+    ),
     seed: int = typer.Option(0),
     retrieval: str = typer.Option("joint", help="joint (cosine of the joint embedding) or image-then-text."),
     duplicate_cosine: float = typer.Option(0.98, help="Candidates closer than this to a query are not its demos."),
     rationales: str | None = typer.Option(None, help="scene-graph (shapes-world) or a model spec for CoT rationales."),
-    rationale_depth: int = typer.Option(8, help=DEPTH_HELP),
+    rationale_depth: int = typer.Option(8, min=1, help=DEPTH_HELP),
     projection: str = typer.Option("pca", help="Figure projection: pca, tsne or umap."),
     figures: bool = typer.Option(True, help="Write the similarity and projection figures."),
     push_to_hub: str | None = typer.Option(
@@ -132,7 +134,9 @@ def retrieve(
     pool: Path = typer.Argument(..., help="The pool the embeddings were made from."),
     work: Path = typer.Option(..., help="Curation work folder holding embeddings/ and selection/."),
     out: Path = typer.Option(..., help="Benchmark folder to write."),
-    demos: int = typer.Option(64, help="Ranked demo keys per query and strategy: the largest k a setting may ask."),
+    demos: int = typer.Option(
+        64, min=1, help="Ranked demo keys per query and strategy: the largest k a setting may ask."
+    ),
     seed: int = typer.Option(0),
     retrieval: str = typer.Option("joint", help="joint or image-then-text."),
     duplicate_cosine: float = typer.Option(0.98),
@@ -161,7 +165,7 @@ def rationales(
     device: str = typer.Option("auto"),
     dtype: str = typer.Option("auto"),
     retry_errors: bool = typer.Option(False, help="Ask again for replies stored as errors."),
-    depth: int = typer.Option(8, "--rationale-depth", help=DEPTH_HELP),
+    depth: int = typer.Option(8, "--rationale-depth", min=1, help=DEPTH_HELP),
 ) -> None:
     """Step 4: CoT rationales for each query's first similar demos, with answer injection and filtering.
 

@@ -84,7 +84,7 @@ def needed_per_group(k: int, demos: int) -> int:
 
 def check_pool(samples: list[Sample], k: int, demos: int) -> None:
     """Every problem that would stop curation halfway, all at once, naming task and record."""
-    problems = []
+    problems = [] if demos >= 1 else [f"demos: {demos} ranked demos per query asked; at least 1 is needed"]
     seen: dict[str, int] = defaultdict(int)
     for s in samples:
         seen[s.id] += 1
@@ -203,6 +203,8 @@ def retrieve_step(
 ) -> dict:
     if mode not in RETRIEVAL_MODES:
         raise CurationError(f"unknown retrieval mode {mode!r}; choose from {RETRIEVAL_MODES}")
+    if demos < 1:
+        raise CurationError(f"demos: {demos} ranked demos per query asked; at least 1 is needed")
     by_id = {s.id: s for s in samples}
     out = {}
     for name, sel in selections.items():
@@ -372,6 +374,8 @@ def rationale_targets(bench: Benchmark, depth: int | None = MIN_DEMOS) -> list[S
     """The demos a CoT setting up to ``depth`` shots shows: the first ``depth`` similar demos of every
     query (all stored when None). A deeper CoT setting is refused at planning, naming the query,
     rather than reaching past the similar demos that have rationales."""
+    if depth is not None and depth < 1:
+        raise CurationError(f"rationale depth {depth}: at least 1 similar demo per query, or None for all")
     wanted = dict.fromkeys(k for q in bench.queries for k in q.demo_keys.get("similar", [])[:depth])
     return [bench.demo(k) for k in wanted]
 
