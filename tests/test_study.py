@@ -81,3 +81,19 @@ def test_imported_ratings_join_the_report_and_a_second_call_asks_nothing(study):
     text = (out / "report" / "report.md").read_text()
     assert "Fleiss' κ" in text and "| reasoning_quality | ordinal | 4.50" in text
     assert (annotation / export.annotators[0].html).read_bytes() == forms  # the forms were kept
+
+
+def test_a_damaged_validation_file_is_an_error_naming_it(study, tmp_path):
+    from mmctx.reporting.annotation_section import annotation_markdown
+
+    _, out, _ = study
+    folder = tmp_path / "annotation"
+    folder.mkdir()
+    (folder / EXPORT_FILE).write_bytes((out / "annotation" / EXPORT_FILE).read_bytes())
+    assert "Ratings not imported yet" in annotation_markdown(folder)
+    for damaged in ("not json", '{"annotators": []}', '{"annotators": [], "demos": 2, "criteria": []}'):
+        (folder / "validation.json").write_text(damaged)
+        with pytest.raises(
+            ValueError, match=r"validation\.json: not the validation\.json `mmctx annotate import` writes"
+        ):
+            annotation_markdown(folder)

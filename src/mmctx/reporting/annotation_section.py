@@ -50,12 +50,21 @@ def annotation_markdown(export_dir: Path) -> str:
             f"then `mmctx annotate import {md(str(export_dir))}` measures their agreement, and the report shows it here.\n"
         )
         return "\n".join(lines)
-    summary = json.loads(validation.read_text(encoding="utf-8"))
-    lines += [
+    try:
+        return "\n".join(lines + _agreement_lines(json.loads(validation.read_text(encoding="utf-8")))) + "\n"
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{validation}: not the {VALIDATION_FILE} `mmctx annotate import` writes ({exc!r})") from None
+
+
+def _agreement_lines(summary: dict) -> list[str]:
+    missing = ", ".join(md(a) for a in summary.get("missing_annotators") or [])
+    level = {round(100 * r.get("confidence", 0.95)) for r in summary["criteria"].values()}
+    ci = f"{level.pop()}% CI" if len(level) == 1 else "CI"
+    lines = [
         f"Ratings from {len(summary['annotators'])} annotators on {summary['demos']} demos"
-        + (f" (no form from {', '.join(summary['missing_annotators'])})" if summary.get("missing_annotators") else "")
+        + (f" (no form from {missing})" if missing else "")
         + ":\n",
-        "| criterion | level | mean [95% CI] | Fleiss' κ [95% CI] | Krippendorff's α [95% CI] |",
+        f"| criterion | level | mean [{ci}] | Fleiss' κ [{ci}] | Krippendorff's α [{ci}] |",
         "|---|---|---|---|---|",
     ]
     for name, record in summary["criteria"].items():
@@ -63,4 +72,4 @@ def annotation_markdown(export_dir: Path) -> str:
             f"| {md(name)} | {md(record['level'])} | {_interval(record['mean'])} | {_interval(record['kappa'])} | "
             f"{_interval(record['alpha'])} |"
         )
-    return "\n".join(lines) + "\n"
+    return lines
