@@ -91,7 +91,7 @@ def test_a_budget_below_one_demo_or_a_zero_shot_prompt_over_it_raises_with_the_c
     assert (over.value.demos, over.value.tokens) == (0, 100)
 
 
-@pytest.mark.parametrize("bad", [0, -5, True, 2.5, "100"])
+@pytest.mark.parametrize("bad", [0, -5, True, 2.5, "100", "Window"])
 def test_a_budget_that_is_not_a_positive_whole_number_is_refused_naming_the_option(bad):
     with pytest.raises(ValueError, match="max_prompt_tokens is a whole number of tokens, at least 1"):
         check_max_prompt_tokens(bad)
@@ -263,3 +263,25 @@ def test_the_cli_takes_the_budget_and_refuses_zero_naming_the_flag(shapes_bench,
     r = runner.invoke(app, ["eval", str(shapes_bench), "--out", str(tmp_path / "api"), "--model", "openai:mock-vlm",
                             "--base-url", "http://127.0.0.1:9/v1", "--max-prompt-tokens", "100"])  # fmt: skip
     assert r.exit_code == 2 and "cannot count prompt tokens" in r.output, r.output
+
+
+def test_a_window_budget_is_the_window_less_the_longest_generation(shapes_bench, tmp_path):
+    from mmctx.models.base import Capabilities
+    from mmctx.run.budget import window_budget
+
+    def backend(window):
+        caps = Capabilities(max_images=None, interleaved=True, loglikelihood=True, chat_template=True,
+                            context_window=window)  # fmt: skip
+        return SimpleNamespace(capabilities=caps)
+
+    assert window_budget(backend(4096), "m", 512) == 3584
+    with pytest.raises(PromptCountError, match="'m' reports no context window"):
+        window_budget(backend(None), "m", 16)
+    with pytest.raises(PromptCountError, match="leaves no room"):
+        window_budget(backend(512), "m", 512)
+    # Through a run: the manifest records "window", each request the number it came to.
+    run = tmp_path / "run"
+    api.evaluate(shapes_bench, MODEL, run, grid=["4-similar"], scorers=["ppl"], limit=1, max_prompt_tokens="window")
+    assert json.loads((run / MANIFEST).read_text())["config"]["max_prompt_tokens"] == "window"
+    window = load_backend(MODEL).capabilities.context_window - GenerationLimits().cot_max_new_tokens
+    assert {r["max_prompt_tokens"] for r in read_jsonl(run / REQUESTS)} == {window}

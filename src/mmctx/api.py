@@ -129,7 +129,7 @@ def evaluate(
     ray: Any = None,
     progress: bool = False,
     task_options: dict[str, Any] | None = None,
-    max_prompt_tokens: int | None = None,
+    max_prompt_tokens: int | str | None = None,
 ) -> EvalResult:
     """Run ``model`` on ``task`` into the run folder ``out`` (resumed if it holds the same run) and score it.
 
@@ -137,7 +137,8 @@ def evaluate(
     ``ppl``), ``preset`` (a built-in name, a preset file or a `Preset`, instead of the task's), ``demo_orders``,
     ``blind_orders`` (option orders per ``-blind``/``-blind-all``/``-blank`` setting), ``limits``, ``shard`` and ``ray`` (`mmctx.run.distributed.RayOptions`),
     ``max_prompt_tokens`` (a prompt budget the model counts, images included: demos dropped from
-    the least similar end until a prompt fits, recorded per request; `mmctx.run.budget`).
+    the least similar end until a prompt fits, recorded per request; a number of tokens or
+    ``"window"``, the model's window less the longest generation limit; `mmctx.run.budget`).
     Context tasks: ``context``, ``judge`` and ``extractor`` (model specs or backends). Both:
     ``tasks`` (sub-tasks or subsets to keep), ``limit`` (few-shot: the first N queries of each
     sub-task; context: the first N items of the suite), ``options`` (the

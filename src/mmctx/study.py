@@ -13,9 +13,10 @@ One command runs, on shapes-world with the built-in model unless told otherwise:
   (`mmctx annotate export`); once filled and imported (`mmctx annotate import OUT/annotation`),
   running the study again puts their agreement in the report.
 
-Many-shot prompts are fitted to the model's window when its backend can count them (the HF
-backend): ``max_prompt_tokens="window"``, the default, is the window less the longest generation
-limit, and the demos a prompt drops are recorded per request (`mmctx.run.budget`).
+Many-shot prompts are fitted to the model's window: ``max_prompt_tokens="window"``, the default,
+is the window less the longest generation limit, and the demos a prompt drops are recorded per
+request (`mmctx.run.budget`). It needs a backend that counts prompts (the HF backend); for another
+(an API model), pass None.
 
 Everything lands in ``OUT``: ``benchmark/``, ``run/`` (resumable: a second call asks nothing
 already stored), ``annotation/`` and ``report/report.md``.
@@ -27,8 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mmctx import api
-from mmctx.models import DEFAULT_MODEL, load_backend
-from mmctx.models.base import Backend, prompt_counter
+from mmctx.models import DEFAULT_MODEL
 from mmctx.run.plan import DEMO_LIMITS, GenerationLimits
 
 SHORTCUT_SETTINGS = ("0-shot-blind", "0-shot-blank")
@@ -84,7 +84,7 @@ def run_study(
     rationales for the first 8 (default: shapes-world with ``queries_per_task`` queries per task
     and format, built into ``OUT/benchmark``); ``limit``: only the first N queries of each task.
     ``sample`` demos per task go to each of the ``annotators``' forms. ``max_prompt_tokens``: a
-    prompt budget, ``"window"`` (see above; none for a backend that cannot count) or None.
+    prompt budget (`mmctx.run.budget`): ``"window"`` (see above), a number of tokens, or None.
     """
     from mmctx.curate.annotation.export import EXPORT_FILE
     from mmctx.data.disk import load_benchmark
@@ -100,23 +100,11 @@ def run_study(
     else:
         bench_dir = Path(benchmark)
     run_dir, annotation = out / "run", out / "annotation"
-    backend = load_backend(model)
-    if max_prompt_tokens == "window":
-        max_prompt_tokens = window_budget(backend, limits)
     result = api.evaluate(
-        bench_dir, backend, run_dir, grid=list(STUDY_GRID), scorers=list(STUDY_SCORERS), limits=limits,
+        bench_dir, model, run_dir, grid=list(STUDY_GRID), scorers=list(STUDY_SCORERS), limits=limits,
         blind_orders=blind_orders, limit=limit, max_prompt_tokens=max_prompt_tokens, progress=progress,
     )  # fmt: skip
     if not (annotation / EXPORT_FILE).exists():  # the forms people may be filling in are kept
         export_forms(load_benchmark(bench_dir), annotation, sample, annotators, seed=0)
     api.report([run_dir], out / "report", annotation=annotation)
     return StudyOutcome(bench_dir, run_dir, annotation, out / "report" / "report.md", result)
-
-
-def window_budget(backend: Backend, limits: GenerationLimits) -> int | None:
-    """The prompt budget that leaves room for the longest generation in ``backend``'s window; None
-    where the backend cannot count prompts or knows no window."""
-    window = backend.capabilities.context_window
-    if prompt_counter(backend) is None or window is None:
-        return None
-    return window - max(limits.max_new_tokens, limits.cot_max_new_tokens)

@@ -69,19 +69,20 @@ def study(
     annotators: int = typer.Option(3, help="Annotators a rating form is written for."),
     sample: int = typer.Option(5, help="CoT demos per task on each annotator's form."),
     max_prompt_tokens: str = typer.Option(
-        "window", help="Prompt budget: window (the model's window less the generation limit), a number, or none."
+        "window",
+        help="Prompt budget: window (the model's window less the generation limit), tokens, or none (API models).",
     ),
 ) -> None:
     """Beyond the papers, in one report: shortcut checks, CoT failure tags, demo strategies up to 64 shots,
     demo orders, calibrated ppl, and rating forms for human validation of the CoT demos."""
     from mmctx.cli.common import fail
+    from mmctx.cli.evaluate import prompt_budget
     from mmctx.study import run_study
 
-    budget: int | str | None = max_prompt_tokens if max_prompt_tokens == "window" else None
-    if max_prompt_tokens not in ("window", "none"):
-        if not max_prompt_tokens.isdigit():
-            fail(f"--max-prompt-tokens: window, none or a number of tokens, not {max_prompt_tokens!r}")
-        budget = int(max_prompt_tokens)
+    try:
+        budget = None if max_prompt_tokens == "none" else prompt_budget(max_prompt_tokens)
+    except typer.BadParameter as exc:
+        fail(f"--max-prompt-tokens: {exc}")
     try:
         outcome = run_study(
             out, model, benchmark=benchmark, queries_per_task=queries_per_task, limit=limit, blind_orders=blind_orders,

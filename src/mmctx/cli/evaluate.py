@@ -42,12 +42,24 @@ Ray = Annotated[bool, typer.Option("--ray", help="Run on Ray: one model replica 
 RayAddress = Annotated[
     str | None, typer.Option(help="--ray: cluster to join (default: RAY_ADDRESS, else a local one).")
 ]
+
+
+def prompt_budget(value: str | None) -> int | str | None:
+    """``--max-prompt-tokens``: a whole number of tokens, at least 1, or ``window``."""
+    if value is None or value == "window":
+        return value
+    if not value.isdigit() or int(value) < 1:
+        raise typer.BadParameter(f"a whole number of tokens, at least 1, or window; not {value!r}")
+    return int(value)
+
+
 MaxPromptTokens = Annotated[
-    int | None,
+    str | None,
     typer.Option(
-        min=1,
-        help="Few-shot: a prompt budget in tokens, counted by the model (images included; HF backend): a longer "
-        "prompt drops demos from the least similar end until it fits; recorded per request in requests.jsonl.",
+        callback=prompt_budget,
+        help="Few-shot: a prompt budget counted by the model (images included; HF backend), in tokens or 'window' "
+        "(its context window less the generation limit): a longer prompt drops demos from the least similar end "
+        "until it fits; recorded per request in requests.jsonl.",
     ),
 ]
 RayWorkers = Annotated[int | None, typer.Option(help="--ray: model replicas (default: one per GPU, 2 without GPUs).")]

@@ -17,6 +17,10 @@ What was dropped, and the count of the prompt sent, are recorded on the request 
 with one demo (a budget below one demo), or a zero-shot prompt over the budget, is an error naming
 query, setting, scorer, budget and count: every such request is listed before any is sent.
 
+``max_prompt_tokens="window"`` is the model's context window less the run's longest generation
+limit, resolved once the model is loaded (`window_budget`); the manifest records ``"window"``,
+each request the number.
+
 Counting needs the model, so a run plans without it first (every record checked, nothing loaded),
 then loads the backend and fits the planned requests (its shard's only) with `fit_plan`, before
 capabilities are checked and the run folder is opened.
@@ -51,14 +55,32 @@ class PromptCountError(RuntimeError):
     """A prompt budget was asked of a backend that cannot count prompt tokens."""
 
 
-def check_max_prompt_tokens(value: object) -> int | None:
-    """``value`` as a prompt budget: None (no budget) or a whole number of tokens, at least 1."""
-    if value is None:
-        return None
+# A budget named by the model: its context window less the longest generation the run allows.
+WINDOW = "window"
+
+
+def check_max_prompt_tokens(value: object) -> int | str | None:
+    """``value`` as a prompt budget: None (no budget), `WINDOW` or a whole number of tokens, at least 1."""
+    if value is None or value == WINDOW:
+        return value  # type: ignore[return-value]
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"max_prompt_tokens is a whole number of tokens, at least 1, or None for no budget "
-                         f"(got {value!r})")  # fmt: skip
+        raise ValueError(f"max_prompt_tokens is a whole number of tokens, at least 1, {WINDOW!r} or None for no "
+                         f"budget (got {value!r})")  # fmt: skip
     return value
+
+
+def window_budget(backend: object, name: str, longest_generation: int) -> int:
+    """The `WINDOW` budget of a loaded ``backend``: its context window less ``longest_generation``
+    tokens; a `PromptCountError` naming ``name`` when it knows no window or leaves no room."""
+    window = backend.capabilities.context_window  # type: ignore[attr-defined]
+    if window is None:
+        raise PromptCountError(f"model {name!r} reports no context window; give max_prompt_tokens a number of tokens")
+    if window - longest_generation < 1:
+        raise PromptCountError(
+            f"model {name!r}: a window of {window} tokens leaves no room for a prompt beside {longest_generation} "
+            "generated ones"
+        )
+    return window - longest_generation
 
 
 def refuse_uncounted(backend: object, name: str) -> Count:

@@ -86,8 +86,8 @@ class RunConfig:
     # `Preset.fingerprint()` of the preset the prompts were built with: a preset *file* edited
     # since the run began keeps its name but renders other prompts, so resuming is refused.
     preset_sha256: str = ""
-    # Prompt budget in tokens (`mmctx.run.budget`); None: prompts as planned.
-    max_prompt_tokens: int | None = None
+    # Prompt budget (`mmctx.run.budget`): tokens, or "window"; None: prompts as planned.
+    max_prompt_tokens: int | str | None = None
 
 
 @dataclass

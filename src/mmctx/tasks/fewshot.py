@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ from mmctx.models.base import Backend
 from mmctx.models.registry import backend_entry, changed_values
 from mmctx.prompts.build import preset_problems
 from mmctx.prompts.presets import Preset, get_preset
-from mmctx.run.budget import check_max_prompt_tokens, fit_plan, refuse_uncounted
+from mmctx.run.budget import WINDOW, check_max_prompt_tokens, fit_plan, refuse_uncounted, window_budget
 from mmctx.run.distributed import RayOptions
 from mmctx.run.plan import BLANK_IMAGES, GenerationLimits, PlannedRequest, Shard, plan_requests, take_shard
 from mmctx.run.runner import (
@@ -73,9 +72,10 @@ def evaluate(
     show_progress: bool = True,
     backend_factory: Callable[..., Backend] = load_backend,
     ray: RayOptions | None = None,
-    max_prompt_tokens: int | None = None,
+    max_prompt_tokens: int | str | None = None,
 ) -> RunOutcome:
-    """``max_prompt_tokens``: the prompt budget (`mmctx.run.budget`), counted by the loaded model."""
+    """``max_prompt_tokens``: the prompt budget (`mmctx.run.budget`), counted by the loaded model:
+    a number of tokens or ``"window"`` (the model's window less the longest generation limit)."""
     max_prompt_tokens = check_max_prompt_tokens(max_prompt_tokens)
     if max_prompt_tokens is not None:
         if ray is not None:
@@ -125,8 +125,17 @@ def evaluate(
     run_dir = Path(run_dir)
     fit = None
     if max_prompt_tokens is not None:  # the planned requests are fitted once the model can count them
-        fit = partial(fit_plan, max_tokens=max_prompt_tokens, bench=bench, preset=chosen, seed=seed,
-                      blank_dir=run_dir / BLANK_IMAGES)  # fmt: skip
+
+        def fit(plan: list[PlannedRequest], backend: Backend) -> list[PlannedRequest]:
+            name = backend.info.name
+            count = refuse_uncounted(backend, name)
+            tokens = max_prompt_tokens
+            if tokens == WINDOW:
+                tokens = window_budget(backend, name, max(limits.max_new_tokens, limits.cot_max_new_tokens))
+            return fit_plan(
+                plan, count, tokens, bench=bench, preset=chosen, seed=seed, blank_dir=run_dir / BLANK_IMAGES
+            )
+
     # Held from before the model loads: a second process on the folder refuses at once.
     with run_lock(run_dir):
         stats = _execute(plan, model, options, run_dir, config, batch_size, show_progress, retry_errors,
@@ -146,7 +155,7 @@ def _execute(
     retry_errors: bool,
     backend_factory: Callable[..., Backend],
     ray: RayOptions | None,
-    fit: Callable[[list[PlannedRequest], Callable], list[PlannedRequest]] | None = None,
+    fit: Callable[[list[PlannedRequest], Backend], list[PlannedRequest]] | None = None,
 ) -> RunStats:
     """Load the backend (or the Ray replicas), open the run folder and send what is not stored.
 
@@ -164,7 +173,7 @@ def _execute(
     else:
         backend = backend_factory(model, **changed_values(options))
         if fit is not None:
-            plan = fit(plan, refuse_uncounted(backend, backend.info.name))
+            plan = fit(plan, backend)
         check_capabilities(plan, backend)
         manifest = manifest_for(config, backend)
         open_run(run_dir, manifest, plan, backend.info)
