@@ -97,3 +97,17 @@ def test_a_damaged_validation_file_is_an_error_naming_it(study, tmp_path):
             ValueError, match=r"validation\.json: not the validation\.json `mmctx annotate import` writes"
         ):
             annotation_markdown(folder)
+
+
+def test_an_api_model_runs_the_study_without_a_budget_and_with_the_scorers_it_has(shapes_bench, tmp_path, monkeypatch):
+    from tests.fixtures.chat_server import ChatServer
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    bench = tmp_path / "bench"
+    shutil.copytree(shapes_bench, bench)
+    with ChatServer() as server:
+        outcome = run_study(tmp_path / "study", f"openai:mock-vlm@{server.base_url}", benchmark=bench, limit=1,
+                            scorers=("generate",), annotators=2, sample=1)  # fmt: skip
+    manifest = json.loads((outcome.run / "manifest.json").read_text())
+    assert manifest["config"]["max_prompt_tokens"] is None and manifest["config"]["scorers"] == ["generate"]
+    assert outcome.result.stats.errors == 0 and "## Shortcut checks" in outcome.report.read_text()

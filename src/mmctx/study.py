@@ -15,8 +15,8 @@ One command runs, on shapes-world with the built-in model unless told otherwise:
 
 Many-shot prompts are fitted to the model's window: ``max_prompt_tokens="window"``, the default,
 is the window less the longest generation limit, and the demos a prompt drops are recorded per
-request (`mmctx.run.budget`). It needs a backend that counts prompts (the HF backend); for another
-(an API model), pass None.
+request (`mmctx.run.budget`). A backend that cannot count prompts (an API model) runs without one:
+its server answers an overflow with an error, which the report counts as one.
 
 Everything lands in ``OUT``: ``benchmark/``, ``run/`` (resumable: a second call asks nothing
 already stored), ``annotation/`` and ``report/report.md``.
@@ -29,6 +29,8 @@ from pathlib import Path
 
 from mmctx import api
 from mmctx.models import DEFAULT_MODEL
+from mmctx.models.base import prompt_counter
+from mmctx.models.registry import backend_entry
 from mmctx.run.plan import DEMO_LIMITS, GenerationLimits
 
 SHORTCUT_SETTINGS = ("0-shot-blind", "0-shot-blank")
@@ -76,6 +78,7 @@ def run_study(
     sample: int = 5,
     limits: GenerationLimits = DEMO_LIMITS,
     max_prompt_tokens: int | str | None = "window",
+    scorers: tuple[str, ...] = STUDY_SCORERS,
     progress: bool = False,
 ) -> StudyOutcome:
     """Run the study into ``out`` and write its report; see the module docstring.
@@ -85,6 +88,7 @@ def run_study(
     and format, built into ``OUT/benchmark``); ``limit``: only the first N queries of each task.
     ``sample`` demos per task go to each of the ``annotators``' forms. ``max_prompt_tokens``: a
     prompt budget (`mmctx.run.budget`): ``"window"`` (see above), a number of tokens, or None.
+    ``scorers``: fewer than the three for a model that cannot score options (``generate`` alone).
     """
     from mmctx.curate.annotation.export import EXPORT_FILE
     from mmctx.data.disk import load_benchmark
@@ -100,11 +104,19 @@ def run_study(
     else:
         bench_dir = Path(benchmark)
     run_dir, annotation = out / "run", out / "annotation"
+    if max_prompt_tokens == "window" and not _counts_prompts(model):
+        max_prompt_tokens = None
     result = api.evaluate(
-        bench_dir, model, run_dir, grid=list(STUDY_GRID), scorers=list(STUDY_SCORERS), limits=limits,
+        bench_dir, model, run_dir, grid=list(STUDY_GRID), scorers=list(scorers), limits=limits,
         blind_orders=blind_orders, limit=limit, max_prompt_tokens=max_prompt_tokens, progress=progress,
     )  # fmt: skip
     if not (annotation / EXPORT_FILE).exists():  # the forms people may be filling in are kept
         export_forms(load_benchmark(bench_dir), annotation, sample, annotators, seed=0)
     api.report([run_dir], out / "report", annotation=annotation)
     return StudyOutcome(bench_dir, run_dir, annotation, out / "report" / "report.md", result)
+
+
+def _counts_prompts(model: str) -> bool:
+    """Whether ``model``'s backend can count prompt tokens, known before it loads."""
+    target = backend_entry(model).target
+    return not isinstance(target, type) or prompt_counter(target) is not None

@@ -68,6 +68,9 @@ def study(
     blind_orders: int = typer.Option(3, help="Option orders each blind or blank setting is asked in."),
     annotators: int = typer.Option(3, help="Annotators a rating form is written for."),
     sample: int = typer.Option(5, help="CoT demos per task on each annotator's form."),
+    scorers: str = typer.Option(
+        "generate,ppl,ppl-calibrated", help="Comma list; generate alone for a model that cannot score options."
+    ),
     max_prompt_tokens: str = typer.Option(
         "window",
         help="Prompt budget: window (the model's window less the generation limit), tokens, or none (API models).",
@@ -87,6 +90,7 @@ def study(
         outcome = run_study(
             out, model, benchmark=benchmark, queries_per_task=queries_per_task, limit=limit, blind_orders=blind_orders,
             annotators=annotators, sample=sample, max_prompt_tokens=budget, progress=True,
+            scorers=tuple(s.strip() for s in scorers.split(",") if s.strip()),
         )  # fmt: skip
     except (ValueError, OSError, RuntimeError, LookupError) as exc:
         fail(str(exc))
