@@ -204,3 +204,15 @@ def test_under_a_prompt_budget_the_content_free_prompt_keeps_the_demos_its_partn
         assert free.prompt.demo_ids == r.prompt.demo_ids == raw.prompt.demo_ids
         assert free.fit.demos_dropped == r.fit.demos_dropped
         assert r.content_free == free.fingerprint and r.fingerprint == raw.fingerprint
+
+
+def test_the_viewer_pairs_each_result_with_its_own_request(calibrated_run, tmp_path):
+    from mmctx.reporting.viewer import load_run
+
+    run, _ = calibrated_run
+    loaded = load_run(run)
+    assert len(loaded.requests) == len(loaded.results)
+    assert [r["id"] for r in loaded.requests] == [r.request_id for r in loaded.results]
+    assert CONTENT_FREE not in {r["scorer"] for r in loaded.requests}
+    index = mmctx.view([run], tmp_path / "viewer")
+    assert index.is_file() and f"/{CONTENT_FREE}/" not in (tmp_path / "viewer" / "samples.html").read_text()

@@ -61,7 +61,7 @@ from mmctx.reporting.escaping import markdown_plain
 from mmctx.reporting.tables import markdown_tables
 from mmctx.run.files import MANIFEST, REQUESTS, RESULTS, STORE
 from mmctx.scoring.cot_tags import is_cot_setting
-from mmctx.scoring.results import SampleResult, load_requests, score_run, summarize
+from mmctx.scoring.results import SampleResult, load_requests, score_run, scored_requests, summarize
 
 CSP = (
     "default-src 'self'; img-src 'self' data:; script-src 'self'; style-src 'self'; "
@@ -136,7 +136,7 @@ def load_run(run_dir: Path) -> LoadedRun:
     manifest = read_manifest(run_dir)
     if run_kind(manifest) == CONTEXT:
         raise ViewerError(f"{run_dir}: a context-learning run; load it with load_context_run")
-    requests = load_requests(run_dir)
+    requests = scored_requests(load_requests(run_dir))  # one per result, in the same order
     results, source = _load_results(run_dir, requests)
     return LoadedRun(run_dir, manifest, requests, results, source)
 

@@ -91,7 +91,13 @@ class CellMetrics:
 
 
 def load_requests(run_dir: Path) -> list[dict]:
+    """Every planned request, in plan order, content-free companions included."""
     return read_jsonl(Path(run_dir) / REQUESTS)
+
+
+def scored_requests(requests: list[dict]) -> list[dict]:
+    """The requests that get a result: all but the content-free companions ``ppl-calibrated`` reads."""
+    return [r for r in requests if r["scorer"] != CONTENT_FREE]
 
 
 def score_request(request: dict, response: dict | None, content_free: dict | None = None) -> SampleResult:
@@ -170,8 +176,7 @@ def score_run(run_dir: Path) -> list[SampleResult]:
         responses = store.get_all()
     return [
         score_request(r, responses.get(r["key"]), responses.get(r.get("content_free_key", "")))
-        for r in requests
-        if r["scorer"] != CONTENT_FREE
+        for r in scored_requests(requests)
     ]
 
 
