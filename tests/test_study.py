@@ -111,3 +111,20 @@ def test_an_api_model_runs_the_study_without_a_budget_and_with_the_scorers_it_ha
     manifest = json.loads((outcome.run / "manifest.json").read_text())
     assert manifest["config"]["max_prompt_tokens"] is None and manifest["config"]["scorers"] == ["generate"]
     assert outcome.result.stats.errors == 0 and "## Shortcut checks" in outcome.report.read_text()
+
+
+def test_the_report_is_the_same_whatever_the_hash_seed(study, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    _, out, _ = study
+    texts = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        folder = tmp_path / f"report-{seed}"
+        command = [sys.executable, "-m", "mmctx", "report", str(out / "run"), "--out", str(folder), "--no-latex",
+                   "--no-figures"]  # fmt: skip
+        subprocess.run(command, env=env, check=True, capture_output=True)
+        texts.append([(folder / name).read_text() for name in ("report.md", "metrics.csv", "uncertainty.csv")])
+    assert texts[0] == texts[1]  # settings that tie on shots and strategy (blind, blank, orders) keep one order

@@ -43,10 +43,9 @@ TABLE1_COLUMNS: tuple[tuple[str, str], ...] = (
 # --- settings: order and labels -----------------------------------------------------------------
 
 
-def setting_key(name: str) -> tuple[int, str, bool]:
-    """The tables' order: by shots, then random before similar, then without CoT first."""
-    s = Setting.parse(name)
-    return (s.shots, s.demos or "", s.cot)
+def setting_key(name: str) -> tuple:
+    """The tables' order (`Setting.sort_key`)."""
+    return Setting.parse(name).sort_key
 
 
 def ordered_settings(names: Sequence[str]) -> list[str]:
@@ -187,9 +186,11 @@ def comparison_csv_rows(rows: Sequence[stats.ComparisonRow]) -> list[dict]:
 
 
 def _by_setting(results: Sequence[SampleResult]) -> dict[str, list[SampleResult]]:
+    """The ``ppl`` results with option probabilities, per setting (the paper's C.2 reads raw ppl;
+    ``ppl-calibrated`` results carry probabilities too, of another distribution)."""
     groups: dict[str, list[SampleResult]] = defaultdict(list)
     for r in results:
-        if r.probs:
+        if r.probs and r.scorer == "ppl":
             groups[r.setting].append(r)
     return {s: groups[s] for s in ordered_settings(list(groups))}
 

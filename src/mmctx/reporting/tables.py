@@ -61,7 +61,7 @@ def markdown_tables(runs: list[tuple[str, list[CellMetrics]]]) -> str:
         if not mine:
             continue
         out.append(f"## {SCORER_TITLES[scorer]}\n")
-        settings = sorted({Setting.parse(c.setting) for _, c in mine}, key=lambda s: (s.shots, s.demos or "", s.cot))
+        settings = sorted({Setting.parse(c.setting) for _, c in mine}, key=lambda s: s.sort_key)
         for shots in sorted({s.shots for s in settings}):
             out.append(_block(shots, [s for s in settings if s.shots == shots], mine, runs, scorer))
     notes = [

@@ -59,6 +59,13 @@ class Setting:
         )
 
     @property
+    def sort_key(self) -> tuple:
+        """The tables' order, total so a report never depends on set order: by shots, strategy
+        (random before similar), without CoT first, then demo order, vision and option order."""
+        return (self.shots, self.demos or "", self.cot, self.last, self.order, VISIONS.index(self.vision),
+                self.option_order)  # fmt: skip
+
+    @property
     def order_suffix(self) -> str:
         """How the demos are ordered, as the name says it: ``""`` (stored), ``-last``, ``#o<n>``."""
         return "-last" if self.last else (f"#o{self.order}" if self.order else "")

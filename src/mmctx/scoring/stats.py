@@ -262,7 +262,7 @@ def compare_settings(
             rows += _rows(model, scorer, c.question, base, treat, per_task, seed)
     # Contextual calibration is a scorer, not a setting: asked per setting that has both ppl forms.
     calibrated = {s for s, scorer in groups if scorer == "ppl-calibrated"}
-    for setting in sorted(calibrated, key=lambda name: (Setting.parse(name).shots, name)):
+    for setting in sorted(calibrated, key=lambda name: Setting.parse(name).sort_key):
         raw, calibrated = groups.get((setting, "ppl")), groups[(setting, "ppl-calibrated")]
         if raw:
             question = f"{setting}: calibrated vs raw ppl"
