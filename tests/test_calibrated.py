@@ -136,6 +136,7 @@ def test_a_run_asks_each_key_once_and_scores_calibrated_beside_raw(calibrated_ru
     requests = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
     keys = {r["key"] for r in requests}
     assert result.stats.done == len(keys) < len(requests)  # the shared ppl calls were asked once
+    assert (result.stats.cached, result.stats.shared) == (0, len(requests) - len(keys))
     with ResponseStore(run / "responses.sqlite", read_only=True) as store:
         assert store.keys() == keys
     results = score_run(run)

@@ -76,8 +76,8 @@ def test_imported_ratings_join_the_report_and_a_second_call_asks_nothing(study):
             "--sample", "2", "--blind-orders", "2"]  # fmt: skip
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
-    planned, cached = re.search(r"(\d+) requests \((\d+) cached\)", r.output).groups()
-    assert planned == cached  # everything was stored by the first call
+    planned, stored, shared, new = re.search(r"(\d+) requests \((\d+) already stored, (\d+) sharing another's call, (\d+) new", r.output).groups()  # fmt: skip
+    assert (int(stored), int(shared), int(new)) == (int(planned), 0, 0)  # everything was stored by the first call
     text = (out / "report" / "report.md").read_text()
     assert "Fleiss' κ" in text and "| reasoning_quality | ordinal | 4.50" in text
     assert (annotation / export.annotators[0].html).read_bytes() == forms  # the forms were kept

@@ -95,7 +95,10 @@ def study(
     except (ValueError, OSError, RuntimeError, LookupError) as exc:
         fail(str(exc))
     s = outcome.result.stats
-    console.print(f"{s.planned} requests ({s.cached} cached) in {s.seconds:.1f}s; report → {outcome.report}")
+    console.print(
+        f"{s.planned} requests ({s.cached} already stored, {s.shared} sharing another's call, {s.done} new, "
+        f"{s.errors} errors) in {s.seconds:.1f}s; report → {outcome.report}"
+    )
     console.print(
         f"rating forms → {outcome.annotation}; once filled: mmctx annotate import {outcome.annotation}, "
         f"then run this command again"

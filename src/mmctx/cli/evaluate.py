@@ -84,7 +84,9 @@ def _print_outcome(result, retried: bool) -> None:
     else:
         again = f", {s.errors_retried} earlier errors asked again" if retried else ""
         console.print(
-            f"{s.planned} requests: {s.cached} already stored, {s.done} new ({s.errors} errors{again}) "
+            f"{s.planned} requests: {s.cached} already stored, "
+            + (f"{s.shared} sharing another's call, " if s.shared else "")
+            + f"{s.done} new ({s.errors} errors{again}) "
             f"in {s.seconds:.1f}s → {result.run_dir}"
         )
         if s.usage:

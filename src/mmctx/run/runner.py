@@ -93,13 +93,14 @@ class RunConfig:
 @dataclass
 class RunStats:
     planned: int = 0
-    cached: int = 0
+    cached: int = 0  # answered from the store (an earlier run in the folder)
     done: int = 0
     errors: int = 0
     seconds: float = 0.0
     queries: int = 0
     errors_retried: int = 0
     usage: dict | None = None  # backend-reported, e.g. vLLM's prefix-cache hit rate
+    shared: int = 0  # answered by another request's call (ppl and ppl-calibrated share one)
 
 
 def check_capabilities(plan: list[PlannedRequest], backend: Backend) -> None:
@@ -327,12 +328,14 @@ def execute_with(
         key_of = {r.id: r.key(model) for r in plan}
         # Each key is asked once: requests sharing one (ppl and ppl-calibrated of a setting, a
         # content-free prompt several queries share) share its response.
-        asked, pending = store.keys(), []
+        stored = store.keys()
+        asked, pending = set(stored), []
         for r in plan:
             if key_of[r.id] not in asked:
                 asked.add(key_of[r.id])
                 pending.append(r)
-        stats.cached = len(plan) - len(pending)
+        stats.cached = sum(key_of[r.id] in stored for r in plan)
+        stats.shared = len(plan) - len(pending) - stats.cached
         stats.queries = len({r.query_id for r in pending})
         with _progress(show_progress) as progress:
             task = progress.add_task(f"{len(pending)} {label}", total=stats.queries)
