@@ -256,3 +256,21 @@ def test_shards_merged_equal_a_single_process_run(shapes_bench, tmp_path):
         merge_runs([tmp_path / "s0", tmp_path / "s1"], tmp_path / "partial")
     with pytest.raises(RunError, match="already holds a run"):
         merge_runs([tmp_path / f"s{i}" for i in range(3)], tmp_path / "merged")
+
+
+def test_a_run_whose_every_request_failed_exits_non_zero_and_keeps_the_errors(shapes_bench, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from mmctx.cli import app
+    from tests.fixtures.chat_server import ChatServer, Fault
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    server = ChatServer(rule=lambda body, attempt: Fault("400"))
+    run = tmp_path / "run"
+    args = ["run", str(shapes_bench), "--out", str(run), "--settings", "0-shot", "--scorers", "generate",
+            "--limit", "1", "--no-progress"]  # fmt: skip
+    with server:
+        result = CliRunner().invoke(app, [*args, "--model", f"openai:mock-vlm@{server.base_url}"])
+    assert result.exit_code == 1 and "every request failed" in result.output, result.output
+    outcomes = {r["outcome"] for r in read_jsonl(run / "results.jsonl")}
+    assert outcomes == {"error"}  # stored and scored: --retry-errors asks them again

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from mmctx.cli.common import (
     Adapter,
@@ -92,6 +93,11 @@ def _print_outcome(result, retried: bool) -> None:
         if s.usage:
             console.print(f"backend usage: {s.usage}")
     print(result.table())
+    if result.kind != "context" and result.results and all(r.outcome == "error" for r in result.results):
+        # Nothing was answered: a script must not read this as a run that worked. All is stored.
+        first = result.results[0].error
+        console.print(f"[red]every request failed[/red] (the first: {escape(str(first))}); --retry-errors asks again")
+        raise typer.Exit(1)
 
 
 @app.command("eval")
