@@ -217,3 +217,10 @@ def test_the_viewer_pairs_each_result_with_its_own_request(calibrated_run, tmp_p
     assert CONTENT_FREE not in {r["scorer"] for r in loaded.requests}
     index = mmctx.view([run], tmp_path / "viewer")
     assert index.is_file() and f"/{CONTENT_FREE}/" not in (tmp_path / "viewer" / "samples.html").read_text()
+
+
+@pytest.mark.parametrize(("grid", "scorers"), [("0-shot-blind", ["ppl-calibrated"]), ("4-similar-cot", ["ppl"])])
+def test_a_grid_no_scorer_applies_to_is_refused_rather_than_run_empty(shapes_bench, tmp_path, grid, scorers):
+    bench = load_benchmark(shapes_bench)
+    with pytest.raises(ValueError, match="takes a scorer of .* so the run would ask nothing"):
+        plan_requests(bench, parse_settings(grid), scorers, PRESET, 0, GenerationLimits(), blank_dir=tmp_path)

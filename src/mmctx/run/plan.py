@@ -135,6 +135,11 @@ def plan_requests(
     content-free prompts are written (a run passes its own folder's `BLANK_IMAGES`); required
     only where those are planned.
     """
+    if settings and scorers and not any(s.supports(scorer) for s in settings for scorer in scorers):
+        raise ValueError(
+            f"no setting of {[s.name for s in settings]} takes a scorer of {list(scorers)}, so the run would ask "
+            "nothing: CoT settings are generation-only, and ppl-calibrated needs a setting without a vision modifier"
+        )
     calibrated = "ppl-calibrated" in scorers and any(s.supports("ppl-calibrated") for s in settings)
     if (any(s.vision == "blank" for s in settings) or calibrated) and blank_dir is None:
         raise AblationError("blank settings and ppl-calibrated need a folder for their grey images: pass blank_dir")
