@@ -206,3 +206,16 @@ def test_capability_heatmap_and_complexity_scatter_are_written(tmp_path):
     paths += complexity_scatter(points, tmp_path / "scatter")
     assert {p.name for p in paths} == {"heatmap.png", "heatmap.pdf", "scatter.png", "scatter.pdf"}
     assert all(p.stat().st_size > 1000 for p in paths)
+
+
+def test_the_shots_curve_takes_plain_settings_of_one_strategy_only():
+    from mmctx.reporting.paper_figures import shots_by_strategy
+    from mmctx.scoring.results import AVERAGE, CellMetrics
+
+    def cell(setting, scorer="ppl"):
+        return CellMetrics(AVERAGE, setting, scorer, 10, 0.5, 0.4, 0.6, 0.0, math.nan, 0, 0)
+
+    names = ["0-shot", "4-similar", "16-similar", "4-random", "4-similar-cot", "4-similar-last", "0-shot-blind",
+             "4-similar#o1"]  # fmt: skip
+    curves = shots_by_strategy([("m", [cell(n) for n in names] + [cell("8-similar", "generate")])], "similar")
+    assert {key: sorted(cells) for key, cells in curves.items()} == {("m", "ppl"): [0, 4, 16], ("m", "generate"): [8]}

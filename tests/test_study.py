@@ -45,6 +45,7 @@ def test_one_call_writes_a_report_with_every_section(study):
                      "4-shot similar: nearest last vs first", "64-shot similar vs 0-shot", "4-similar: calibrated vs raw ppl"):  # fmt: skip
         assert question in text, question
     assert "Ratings not imported yet" in text and (out / "annotation" / EXPORT_FILE).is_file()
+    assert (out / "report" / "shots_similar.png").stat().st_size > 0  # accuracy against 0 to 64 similar demos
     # Every prompt was fitted to shapes-vlm's window (4096) less the CoT limit (128).
     requests = [json.loads(line) for line in (out / "run" / "requests.jsonl").read_text().splitlines()]
     assert {r["max_prompt_tokens"] for r in requests} == {4096 - 128}

@@ -86,7 +86,8 @@ def write_report_results(
       run has blind or blank settings (`mmctx.analysis.blind`);
     - with ``latex``: ``table1.tex``, ``table4.tex`` (generation), ``table5.tex`` (ppl);
     - with ``figures`` (PNG + PDF each): ``accuracy_generate``, ``accuracy_ppl``, ``uncertainty``,
-      ``reliability``, ``difficulty_generate``, ``difficulty_ppl`` — each only where its data exists.
+      ``reliability``, ``difficulty_generate``, ``difficulty_ppl``, ``shots_similar`` (accuracy
+      against the number of similar demos, with 3 or more) — each only where its data exists.
     """
     from mmctx.reporting.tables import markdown_tables, write_csv
 
@@ -182,6 +183,7 @@ def write_report_results(
             mine = [d for d in diff if d.scorer == scorer]
             if mine:
                 paths += fig.difficulty_bars(mine, out / f"difficulty_{scorer}")
+        paths += fig.shots_curve([(m, list(cs)) for m, cs in cells], out / "shots_similar")
         if unc:
             paths += fig.uncertainty_violins([(m, splits) for m, splits, _ in unc], out / "uncertainty")
             paths += fig.reliability_diagrams([(m, diagrams) for m, _, diagrams in unc], out / "reliability")

@@ -6,6 +6,8 @@
   one panel per model (Figures 6 and 9).
 - `reliability_diagrams`: accuracy vs confidence per bin, one panel per setting, one line per model.
 - `difficulty_bars`: items per "how many models got it right" bucket, per setting (Figure 10).
+- `shots_curve`: ``Avg.`` accuracy against the number of demos of one strategy (0 to 64 shots),
+  one panel per scorer, one line per model — many-shot, beyond the papers' 4 and 8.
 
 Colours are Okabe–Ito (safe for the common colour-vision deficiencies); CoT settings are also
 hatched, so bars stay distinguishable in greyscale. Sized for a paper page (7 in wide, 8–9 pt text).
@@ -27,7 +29,7 @@ from mmctx.run.settings import Setting
 from mmctx.scoring.results import AVERAGE
 from mmctx.scoring.stats import ConfidenceSplit, DifficultyCounts, ReliabilityDiagram
 
-__all__ = ["accuracy_bars", "difficulty_bars", "reliability_diagrams", "uncertainty_violins"]
+__all__ = ["accuracy_bars", "difficulty_bars", "reliability_diagrams", "shots_curve", "uncertainty_violins"]
 
 OKABE_ITO = ("#E69F00", "#56B4E9", "#009E73", "#0072B2", "#D55E00", "#CC79A7", "#F0E442", "#000000")
 CORRECT, INCORRECT = "#0072B2", "#D55E00"  # the papers' blue / red, in Okabe–Ito
@@ -103,6 +105,55 @@ def accuracy_bars(runs: Sequence[ModelCells], scorer: str, out: Path) -> list[Pa
         handles, labels = axes[0, 0].get_legend_handles_labels()
         fig.tight_layout()
         fig.legend(handles, labels, ncol=min(len(settings), 7), loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                   frameon=False)  # fmt: skip
+        return _finish(plt, fig, out)
+
+
+def shots_by_strategy(runs: Sequence[ModelCells], strategy: str) -> dict[tuple[str, str], dict[int, Any]]:
+    """Per (model, scorer), the ``Avg.`` cell at each number of ``strategy`` demos (0: ``0-shot``),
+    plain settings only (no CoT, vision modifier or other demo order)."""
+    out: dict[tuple[str, str], dict[int, Any]] = {}
+    for model, cells in runs:
+        for c in cells:
+            s = Setting.parse(c.setting)
+            plain = not (s.cot or s.last or s.order or s.option_order) and s.vision == "full"
+            if c.task == AVERAGE and plain and (s.shots == 0 or s.demos == strategy):
+                out.setdefault((model, c.scorer), {})[s.shots] = c
+    return out
+
+
+def shots_curve(runs: Sequence[ModelCells], out: Path, strategy: str = "similar") -> list[Path]:
+    """``Avg.`` accuracy (%) ± 95% CI against the number of ``strategy`` demos, one panel per scorer,
+    one line per model, the shots on a log-2 axis; nothing is written with fewer than 3 shot counts."""
+    curves = {key: cells for key, cells in shots_by_strategy(runs, strategy).items() if len(cells) >= 3}
+    scorers = [sc for sc in SCORER_TITLES if any(sc == scorer for _, scorer in curves)]
+    if not scorers:
+        return []
+    models = list(dict.fromkeys(m for m, _ in curves))
+    with _paper_style() as plt:
+        fig, axes = plt.subplots(1, len(scorers), figsize=(PAGE_WIDTH, 2.4), squeeze=False, sharey=True)
+        for ax, scorer in zip(axes[0], scorers):
+            for i, model in enumerate(models):
+                cells = curves.get((model, scorer))
+                if not cells:
+                    continue
+                shots = sorted(cells)
+                x = [max(k, 0.5) for k in shots]  # 0-shot drawn at ½ on the log axis, labelled 0
+                acc = np.array([cells[k].accuracy for k in shots]) * 100
+                low = np.array([cells[k].ci_low for k in shots]) * 100
+                high = np.array([cells[k].ci_high for k in shots]) * 100
+                err = np.nan_to_num(np.vstack([acc - low, high - acc]), nan=0.0).clip(min=0)
+                ax.errorbar(x, acc, yerr=err, marker=MARKERS[i % len(MARKERS)], color=_setting_colour(i),
+                            capsize=2, linewidth=1, markersize=3.5, label=model)  # fmt: skip
+            ax.set_xscale("log", base=2)
+            ticks = sorted({max(k, 0.5) for (m, sc), cells in curves.items() if sc == scorer for k in cells})
+            ax.set_xticks(ticks, [("0" if t < 1 else str(int(t))) for t in ticks])
+            ax.set_xlabel(f"{strategy} demos")
+            ax.set_title(SCORER_TITLES[scorer])
+        axes[0, 0].set_ylabel("Avg. accuracy (%)")
+        fig.tight_layout()
+        handles, labels = axes[0, 0].get_legend_handles_labels()
+        fig.legend(handles, labels, ncol=min(len(models), 4), loc="upper center", bbox_to_anchor=(0.5, 0.0),
                    frameon=False)  # fmt: skip
         return _finish(plt, fig, out)
 
