@@ -285,3 +285,18 @@ def test_a_window_budget_is_the_window_less_the_longest_generation(shapes_bench,
     assert json.loads((run / MANIFEST).read_text())["config"]["max_prompt_tokens"] == "window"
     window = load_backend(MODEL).capabilities.context_window - GenerationLimits().cot_max_new_tokens
     assert {r["max_prompt_tokens"] for r in read_jsonl(run / REQUESTS)} == {window}
+
+
+def test_the_report_says_which_prompts_were_cut_and_by_how_much(shapes_bench, bench, counter, tmp_path):
+    budget = _tokens(bench, counter, "8-similar")
+    run = tmp_path / "run"
+    _run(shapes_bench, bench, run, settings="0-shot,16-similar", max_prompt_tokens=budget)
+    api.report([run], tmp_path / "report", latex=False, figures=False)
+    text = (tmp_path / "report" / "report.md").read_text()
+    [row] = [line for line in text.splitlines() if line.startswith(f"| {MODEL} | 16-similar |")]
+    assert row == f"| {MODEL} | 16-similar | generate | {budget} | 1 | 1 | 8 | {budget} |"
+    assert f"| {MODEL} | 0-shot |" not in text.split("## Prompt budget")[1]  # sent whole: not listed
+    unbudgeted = tmp_path / "plain"
+    _run(shapes_bench, bench, unbudgeted, settings="0-shot")
+    api.report([unbudgeted], tmp_path / "plain-report", latex=False, figures=False)
+    assert "## Prompt budget" not in (tmp_path / "plain-report" / "report.md").read_text()

@@ -476,19 +476,16 @@ def report(
 
         write_csv(cells, Path(csv))
     if out is not None:
+        from mmctx.reporting.budget_table import budget_markdown, budget_rows
         from mmctx.reporting.folder import write_report_results
         from mmctx.scoring.cot_judging import read_cot_judgements
 
         judged = [(name, read_cot_judgements(run_dir)) for name, run_dir, _ in runs]
+        budget = budget_markdown(budget_rows([(name, run_dir) for name, run_dir, _ in runs]))
         write_report_results(
-            scored,
-            Path(out),
-            latex=latex,
-            figures=figures,
-            seed=seed,
-            cot_judgements=judged,
-            extra_sections=[validation],
-        )
+            scored, Path(out), latex=latex, figures=figures, seed=seed, cot_judgements=judged,
+            extra_sections=[budget, validation],
+        )  # fmt: skip
     return text
 
 
