@@ -131,3 +131,20 @@ def test_fingerprint_follows_image_content_not_path(bench, tmp_path):
 def test_unknown_preset_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown prompt preset"):
         get_preset("nope")
+
+
+def test_an_image_rewritten_in_place_is_hashed_again(tmp_path):
+    import hashlib
+    import os
+
+    from mmctx.prompts.messages import ImagePart
+
+    path = tmp_path / "image.png"
+    path.write_bytes(b"first content")
+    before = ImagePart.from_path(path).sha256
+    assert ImagePart.from_path(path).sha256 == before  # cached: the same file, the same hash
+    path.write_bytes(b"other content")  # the same size, so only its time tells it changed
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000))
+    after = ImagePart.from_path(path).sha256
+    assert after != before and after == hashlib.sha256(b"other content").hexdigest()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -55,8 +56,16 @@ class Message:
 Prompt = tuple[Message, ...]
 
 
-@lru_cache(maxsize=65536)
 def file_sha256(path: str) -> str:
+    """The SHA-256 of the file's bytes. Cached by path, size and modification time: a prompt's
+    images are hashed once per plan, and a file rewritten since (an image edited in a notebook
+    session) is hashed again rather than keyed by its old content."""
+    st = os.stat(path)
+    return _sha256(path, st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=65536)
+def _sha256(path: str, size: int, mtime_ns: int) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
