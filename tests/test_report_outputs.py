@@ -219,3 +219,20 @@ def test_the_shots_curve_takes_plain_settings_of_one_strategy_only():
              "4-similar#o1"]  # fmt: skip
     curves = shots_by_strategy([("m", [cell(n) for n in names] + [cell("8-similar", "generate")])], "similar")
     assert {key: sorted(cells) for key, cells in curves.items()} == {("m", "ppl"): [0, 4, 16], ("m", "generate"): [8]}
+
+
+def test_a_shot_count_with_many_settings_gets_a_row_per_setting_not_a_column_per_task_and_setting():
+    import math
+
+    from mmctx.reporting.tables import markdown_tables
+    from mmctx.scoring.results import CellMetrics
+
+    def cell(setting, accuracy):
+        return CellMetrics("counting", setting, "ppl", 10, accuracy, 0.0, 1.0, 0.0, math.nan, 0, 0)
+
+    few = markdown_tables([("m", [cell("4-random", 0.5), cell("4-similar", 0.6)])])
+    assert "| Model | Counting R | Counting S |" in few  # the papers' layout
+    names = ["4-random", "4-similar", "4-mmr", "4-balanced", "4-similar-last"]
+    many = markdown_tables([("m", [cell(n, 0.1 * i) for i, n in enumerate(names)])])
+    assert "| Model | Setting | Counting | Avg. |" in many
+    assert "| m | 4-mmr | 20.0 | – |" in many and "| m | 4-similar-last | 40.0 | – |" in many
