@@ -10,7 +10,7 @@ Each planned request becomes one `SampleResult` with an outcome:
 - ``missing``: the request has no stored response yet (an unfinished run).
 
 A ``ppl-calibrated`` result reads two responses: its setting's ppl response and its content-free
-prompt's (`mmctx.run.plan.content_free_prompt`); either one missing or failed makes the result
+prompt's (`mmctx.run.plan.content_free_query`); either one missing or failed makes the result
 missing or an error. Its prediction is the argmax of the ppl probabilities divided by the
 content-free ones (`metrics.calibrated_probabilities`); ``probs`` are the calibrated ones.
 
