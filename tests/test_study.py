@@ -129,3 +129,17 @@ def test_the_report_is_the_same_whatever_the_hash_seed(study, tmp_path):
         subprocess.run(command, env=env, check=True, capture_output=True)
         texts.append([(folder / name).read_text() for name in ("report.md", "metrics.csv", "uncertainty.csv")])
     assert texts[0] == texts[1]  # settings that tie on shots and strategy (blind, blank, orders) keep one order
+
+
+def test_a_benchmark_built_for_8_shots_runs_the_rest_and_says_what_it_could_not(tmp_path):
+    from mmctx.data.shapes import build_benchmark
+
+    bench = tmp_path / "bench"
+    build_benchmark(bench, queries_per_task=1, demos_per_query=8, seed=0)
+    outcome = run_study(tmp_path / "study", benchmark=bench, limit=1, annotators=2, sample=1, blind_orders=1)
+    assert {"16-similar", "32-similar", "64-similar"} <= set(outcome.skipped)
+    assert "needs 16 demos, has 8" in outcome.skipped["16-similar"]
+    assert "4-similar" not in outcome.skipped and "8-similar-cot" not in outcome.skipped
+    ran = json.loads((outcome.run / "manifest.json").read_text())["config"]["settings"]
+    assert "8-similar" in ran and not set(outcome.skipped) & set(ran)
+    assert "## Study settings not run" in outcome.report.read_text()

@@ -31,7 +31,10 @@ from mmctx import api
 from mmctx.models import DEFAULT_MODEL
 from mmctx.models.base import prompt_counter
 from mmctx.models.registry import backend_entry
+from mmctx.reporting.escaping import markdown_text as md
 from mmctx.run.plan import DEMO_LIMITS, GenerationLimits
+from mmctx.run.settings import Setting
+from mmctx.schema import Benchmark, BenchmarkError
 
 SHORTCUT_SETTINGS = ("0-shot-blind", "0-shot-blank")
 COT_SETTINGS = ("4-similar-cot", "8-similar-cot")
@@ -64,6 +67,7 @@ class StudyOutcome:
     annotation: Path
     report: Path  # report.md
     result: api.EvalResult
+    skipped: dict[str, str]  # study setting -> why this benchmark cannot run it
 
 
 def run_study(
@@ -106,14 +110,42 @@ def run_study(
     run_dir, annotation = out / "run", out / "annotation"
     if max_prompt_tokens == "window" and not _counts_prompts(model):
         max_prompt_tokens = None
+    grid, skipped = study_grid(load_benchmark(bench_dir))
     result = api.evaluate(
-        bench_dir, model, run_dir, grid=list(STUDY_GRID), scorers=list(scorers), limits=limits,
+        bench_dir, model, run_dir, grid=grid, scorers=list(scorers), limits=limits,
         blind_orders=blind_orders, limit=limit, max_prompt_tokens=max_prompt_tokens, progress=progress,
     )  # fmt: skip
     if not (annotation / EXPORT_FILE).exists():  # the forms people may be filling in are kept
         export_forms(load_benchmark(bench_dir), annotation, sample, annotators, seed=0)
     api.report([run_dir], out / "report", annotation=annotation)
-    return StudyOutcome(bench_dir, run_dir, annotation, out / "report" / "report.md", result)
+    report = out / "report" / "report.md"
+    if skipped:
+        rows = "\n".join(f"| {md(name)} | {md(why)} |" for name, why in skipped.items())
+        with open(report, "a", encoding="utf-8") as f:
+            f.write(
+                f"\n## Study settings not run\n\nThis benchmark cannot run them:\n\n| setting | why |\n|---|---|\n{rows}\n"
+            )
+    return StudyOutcome(bench_dir, run_dir, annotation, report, result, skipped)
+
+
+def study_grid(bench: Benchmark) -> tuple[list[str], dict[str, str]]:
+    """The `STUDY_GRID` settings ``bench`` can run, and for each other one its first problem (a
+    list the benchmark does not store, fewer demos or rationales than the setting shows): the
+    study runs on a benchmark built for 8 shots, or without image-similar lists, minus those."""
+    from mmctx.prompts.presets import get_preset
+    from mmctx.run.plan import choose_demos
+
+    preset, grid, skipped = get_preset("fewmmbench"), [], {}
+    for name in STUDY_GRID:
+        setting = Setting.parse(name)
+        try:
+            for query in bench.queries:
+                choose_demos(bench, query, setting, preset, seed=0)
+        except BenchmarkError as exc:
+            skipped[name] = str(exc.problems[0])
+            continue
+        grid.append(name)
+    return grid, skipped
 
 
 def _counts_prompts(model: str) -> bool:

@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from mmctx.cli.common import app, console
 from mmctx.models import DEFAULT_MODEL
@@ -94,6 +95,8 @@ def study(
         )  # fmt: skip
     except (ValueError, OSError, RuntimeError, LookupError) as exc:
         fail(str(exc))
+    for name, why in outcome.skipped.items():
+        console.print(f"[yellow]not run[/yellow] {name}: {escape(why)}", soft_wrap=True)
     s = outcome.result.stats
     console.print(
         f"{s.planned} requests ({s.cached} already stored, {s.shared} sharing another's call, {s.done} new, "
