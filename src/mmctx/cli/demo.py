@@ -62,7 +62,7 @@ def study(
     out: Path = typer.Option(Path("runs/study"), help="Folder for the benchmark, run, annotation forms and report."),
     model: str = typer.Option(DEFAULT_MODEL, help="Model to study."),
     benchmark: Path | None = typer.Option(
-        None, help="Benchmark folder (64 similar demos per query); default: shapes-world built into OUT/benchmark."
+        None, help="Benchmark folder (settings it cannot run are left out and listed); default: shapes-world in OUT."
     ),
     queries_per_task: int = typer.Option(10, help="shapes-world queries per task and format."),
     limit: int | None = typer.Option(None, help="Only the first N queries of each task (a quick look)."),
@@ -74,7 +74,8 @@ def study(
     ),
     max_prompt_tokens: str = typer.Option(
         "window",
-        help="Prompt budget: window (the model's window less the generation limit), tokens, or none (API models).",
+        help="Prompt budget: window (the model's window less the generation limit), tokens, or none; "
+        "a model that cannot count its prompts (an API model) runs without one.",
     ),
 ) -> None:
     """Beyond the papers, in one report: shortcut checks, CoT failure tags, demo strategies up to 64 shots,
