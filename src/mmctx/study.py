@@ -87,8 +87,8 @@ def run_study(
 ) -> StudyOutcome:
     """Run the study into ``out`` and write its report; see the module docstring.
 
-    ``benchmark``: a benchmark folder whose queries store at least 64 similar demos with
-    rationales for the first 8 (default: shapes-world with ``queries_per_task`` queries per task
+    ``benchmark``: a benchmark folder; the settings it cannot run are left out and named in
+    ``skipped`` and the report (default: shapes-world with ``queries_per_task`` queries per task
     and format, built into ``OUT/benchmark``); ``limit``: only the first N queries of each task.
     ``sample`` demos per task go to each of the ``annotators``' forms. ``max_prompt_tokens``: a
     prompt budget (`mmctx.run.budget`): ``"window"`` (see above), a number of tokens, or None.
