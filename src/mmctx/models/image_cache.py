@@ -161,12 +161,11 @@ def _nested(groups: list[list[Any]]) -> Any:
         raise TypeError("a one-image result is not shaped (1 prompt, 1 image, …)")
     widest = max(len(g) for g in groups)
     if all(v.shape == first.shape for v in values):  # the usual case: whole prompts at a time
-        rows = [torch.cat(group, dim=1) for group in groups]
-        if all(len(g) == widest for g in groups):
-            return torch.cat(rows)
-        out = first.new_zeros((len(groups), widest, *first.shape[2:]))
-        for row, value in enumerate(rows):
-            out[row, : value.shape[1]] = value[0]
+        # Each prompt's images are copied once, straight into its row: no row tensor in between.
+        full = all(len(g) == widest for g in groups)
+        out = (first.new_empty if full else first.new_zeros)((len(groups), widest, *first.shape[2:]))
+        for row, group in enumerate(groups):
+            torch.cat([v[0] for v in group], dim=0, out=out[row, : len(group)])
         return out
     rest = [max(v.shape[d] for v in values) for d in range(2, first.dim())]
     out = first.new_zeros((len(groups), widest, *rest))
