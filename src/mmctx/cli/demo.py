@@ -28,7 +28,11 @@ def demo(
 
     bench_dir, run_dir = out / "benchmark", out / "run"
     if not (bench_dir / "benchmark.json").exists():
-        sw.build_benchmark(bench_dir, queries_per_task=queries_per_task, seed=0)
+        # The paper's grid shows at most 8 demos: 8 ranked keys per list, chosen among 32 candidates
+        # per task and format. Many-shot, with 64 per list, is `mmctx study`'s.
+        sw.build_benchmark(
+            bench_dir, queries_per_task=queries_per_task, demos_per_query=8, pool_per_task=queries_per_task + 32, seed=0
+        )
     limits = replace(DEMO_LIMITS, cot_max_new_tokens=cot_max_new_tokens)
     result = api.evaluate(bench_dir, model, run_dir, limits=limits, progress=True)
     print(api.report([run_dir], out / "report", csv=out / "report.csv"))
