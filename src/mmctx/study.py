@@ -29,9 +29,8 @@ from pathlib import Path
 
 from mmctx import api
 from mmctx.models import DEFAULT_MODEL
-from mmctx.models.base import prompt_counter
-from mmctx.models.registry import backend_entry
 from mmctx.reporting.escaping import markdown_text as md
+from mmctx.run.budget import counts_before_loading
 from mmctx.run.plan import DEMO_LIMITS, GenerationLimits
 from mmctx.run.settings import Setting
 from mmctx.schema import Benchmark, BenchmarkError
@@ -108,7 +107,7 @@ def run_study(
     else:
         bench_dir = Path(benchmark)
     run_dir, annotation = out / "run", out / "annotation"
-    if max_prompt_tokens == "window" and not _counts_prompts(model):
+    if max_prompt_tokens == "window" and not counts_before_loading(model):
         max_prompt_tokens = None
     grid, skipped = study_grid(load_benchmark(bench_dir))
     result = api.evaluate(
@@ -146,9 +145,3 @@ def study_grid(bench: Benchmark) -> tuple[list[str], dict[str, str]]:
             continue
         grid.append(name)
     return grid, skipped
-
-
-def _counts_prompts(model: str) -> bool:
-    """Whether ``model``'s backend can count prompt tokens, known before it loads."""
-    target = backend_entry(model).target
-    return not isinstance(target, type) or prompt_counter(target) is not None

@@ -36,7 +36,7 @@ from mmctx.models.base import prompt_counter
 from mmctx.prompts.build import BuiltPrompt
 from mmctx.prompts.messages import Prompt
 from mmctx.prompts.presets import Preset
-from mmctx.run.plan import Fit, PlannedRequest, choose_demos, content_free_id, request_prompt
+from mmctx.run.plan import Fit, PlannedRequest, calibrated_id, choose_demos, content_free_id, request_prompt
 from mmctx.run.settings import CONTENT_FREE, Setting
 from mmctx.schema import Benchmark, Problem, Sample, listed
 
@@ -81,6 +81,15 @@ def window_budget(backend: object, name: str, longest_generation: int) -> int:
             "generated ones"
         )
     return window - longest_generation
+
+
+def counts_before_loading(spec: str) -> bool:
+    """Whether the backend ``spec`` names can count prompts, as its class says before it loads (a
+    backend built by a factory function is asked once loaded)."""
+    from mmctx.models.registry import backend_entry
+
+    target = backend_entry(spec).target
+    return not isinstance(target, type) or prompt_counter(target) is not None
 
 
 def refuse_uncounted(backend: object, name: str) -> Count:
@@ -157,7 +166,7 @@ def fit_plan(
     """
     check_max_prompt_tokens(max_tokens)
     queries = {q.id: q for q in bench.queries}
-    fitted: dict[str, tuple[PlannedRequest, int]] = {}  # request id -> (fitted request, demos kept)
+    fitted: dict[str, tuple[PlannedRequest, list[Sample]]] = {}  # request id -> (fitted request, demos kept)
     problems: list[Problem] = []
     for r in plan:
         if r.scorer == CONTENT_FREE:  # shown the demos its ppl-calibrated request keeps (below)
@@ -178,13 +187,19 @@ def fit_plan(
             )))  # fmt: skip
             continue
         dropped = tuple(d.id for d in demos[fit.kept :])
-        fitted[r.id] = (replace(r, prompt=fit.prompt, fit=Fit(max_tokens, fit.tokens, dropped)), fit.kept)
+        fitted[r.id] = (replace(r, prompt=fit.prompt, fit=Fit(max_tokens, fit.tokens, dropped)), demos[: fit.kept])
     if problems:
         raise BudgetError(problems)
     out, free = [], {}  # content-free request id -> its fitted fingerprint (planned before its partner)
     for r in plan:
         if r.scorer == CONTENT_FREE:
-            r = _content_free_like(r, fitted[calibrated_id(r.id)], count, bench, queries, preset, seed, blank_dir)
+            # The demos its partner kept: the prior is measured in the context of the prediction it divides.
+            partner, kept = fitted[calibrated_id(r.id)]
+            prompt = request_prompt(
+                bench, queries[r.query_id], kept, Setting.parse(r.setting), CONTENT_FREE, preset, seed, blank_dir
+            )
+            assert partner.fit is not None
+            r = replace(r, prompt=prompt, fit=replace(partner.fit, prompt_tokens=count(prompt.messages)))
             free[r.id] = r.fingerprint
         else:
             r = fitted[r.id][0]
@@ -192,31 +207,3 @@ def fit_plan(
                 r = replace(r, content_free=free[content_free_id(r.id)])
         out.append(r)
     return out
-
-
-def _content_free_like(
-    r: PlannedRequest,
-    partner: tuple[PlannedRequest, int],
-    count: Count,
-    bench: Benchmark,
-    queries: dict[str, Sample],
-    preset: Preset,
-    seed: int,
-    blank_dir: Path | None,
-) -> PlannedRequest:
-    """The content-free request ``r`` with the demos its ``ppl-calibrated`` partner kept: the prior
-    is measured in the context the prediction was made in, whatever the two prompts count."""
-    (calibrated, kept), setting = partner, Setting.parse(r.setting)
-    demos = choose_demos(bench, queries[r.query_id], setting, preset, seed)
-    prompt = request_prompt(bench, queries[r.query_id], demos[:kept], setting, CONTENT_FREE, preset, seed, blank_dir)
-    assert calibrated.fit is not None
-    return replace(
-        r,
-        prompt=prompt,
-        fit=Fit(calibrated.fit.max_prompt_tokens, count(prompt.messages), calibrated.fit.demos_dropped),
-    )
-
-
-def calibrated_id(content_free: str) -> str:
-    """The id of the ``ppl-calibrated`` request whose content-free request is ``content_free``."""
-    return content_free.replace(f"/{CONTENT_FREE}/", "/ppl-calibrated/", 1)

@@ -227,9 +227,14 @@ def request_prompt(
     )  # fmt: skip
 
 
-def content_free_id(calibrated_id: str) -> str:
-    """The id of the content-free request of the ``ppl-calibrated`` request ``calibrated_id``."""
-    return calibrated_id.replace("/ppl-calibrated/", f"/{CONTENT_FREE}/", 1)
+def content_free_id(calibrated: str) -> str:
+    """The id of the content-free request of the ``ppl-calibrated`` request ``calibrated``."""
+    return calibrated.replace("/ppl-calibrated/", f"/{CONTENT_FREE}/", 1)
+
+
+def calibrated_id(content_free: str) -> str:
+    """The id of the ``ppl-calibrated`` request whose content-free request is ``content_free``."""
+    return content_free.replace(f"/{CONTENT_FREE}/", "/ppl-calibrated/", 1)
 
 
 def choose_demos(bench: Benchmark, query: Sample, setting: Setting, preset: Preset, seed: int) -> list[Sample]:

@@ -19,7 +19,14 @@ from mmctx.models.base import Backend
 from mmctx.models.registry import backend_entry, changed_values
 from mmctx.prompts.build import preset_problems
 from mmctx.prompts.presets import Preset, get_preset
-from mmctx.run.budget import WINDOW, check_max_prompt_tokens, fit_plan, refuse_uncounted, window_budget
+from mmctx.run.budget import (
+    WINDOW,
+    check_max_prompt_tokens,
+    counts_before_loading,
+    fit_plan,
+    refuse_uncounted,
+    window_budget,
+)
 from mmctx.run.distributed import RayOptions
 from mmctx.run.plan import BLANK_IMAGES, GenerationLimits, PlannedRequest, Shard, plan_requests, take_shard
 from mmctx.run.runner import (
@@ -80,8 +87,8 @@ def evaluate(
     if max_prompt_tokens is not None:
         if ray is not None:
             raise ValueError("max_prompt_tokens counts prompts with the model loaded here; it does not run on Ray")
-        if backend_factory is load_backend and isinstance(backend_entry(model).target, type):
-            refuse_uncounted(backend_entry(model).target, model)  # a backend class that cannot count: before it loads
+        if backend_factory is load_backend and not counts_before_loading(model):
+            refuse_uncounted(backend_entry(model).target, model)  # said before the model loads
     bench = load_benchmark(benchmark)
     bench.check()
     chosen = preset if isinstance(preset, Preset) else get_preset(preset)  # a task may bring its own
