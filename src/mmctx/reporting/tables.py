@@ -83,37 +83,27 @@ def _block(shots: int, settings: list[Setting], cells, runs, scorer: str) -> str
     tasks = [t for t in TASKS if any(c.task == t for _, c in cells)]
     tasks += sorted({c.task for _, c in cells} - set(TASKS) - {AVERAGE})
     title = "Zero-shot" if shots == 0 else f"{shots}-shot"
-    if len(settings) > WIDE_SETTINGS:
-        return _long_block(title, tasks, settings, cells, runs, scorer)
-    columns = [(t, s) for t in tasks + [AVERAGE] for s in settings]
-    head = ["Model"] + [
-        md(f"{TASK_HEADERS.get(t, t)} {_short(s)}" if len(settings) > 1 else TASK_HEADERS.get(t, t)) for t, s in columns
-    ]
+    if len(settings) > WIDE_SETTINGS:  # a row per model and setting, a column per task
+        head = ["Model", "Setting"] + [md(TASK_HEADERS.get(t, t)) for t in tasks + [AVERAGE]]
+        rows = [(m, [md(m), md(s.name)], [(t, s) for t in tasks + [AVERAGE]]) for m, _ in runs for s in settings]
+    else:  # the papers' layout: a row per model, a column per task and setting
+        columns = [(t, s) for t in tasks + [AVERAGE] for s in settings]
+        head = ["Model"] + [
+            md(f"{TASK_HEADERS.get(t, t)} {_short(s)}" if len(settings) > 1 else TASK_HEADERS.get(t, t))
+            for t, s in columns
+        ]
+        rows = [(m, [md(m)], columns) for m, _ in runs]
     lines = [f"### {title}\n", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     index = {(m, c.task, c.setting): c for m, c in cells}
-    for model, _ in runs:
-        acc = [_fmt(getattr(index.get((model, t, s.name)), "accuracy", math.nan)) for t, s in columns]
-        lines.append("| " + " | ".join([md(model)] + acc) + " |")
+
+    def row(model: str, labels: list[str], columns: list, field: str) -> str:
+        values = [_fmt(getattr(index.get((model, t, s.name)), field, math.nan)) for t, s in columns]
+        return "| " + " | ".join(labels + values) + " |"
+
+    for model, labels, columns in rows:
+        lines.append(row(model, labels, columns, "accuracy"))
         if scorer == "generate":
-            unparsed = [_fmt(getattr(index.get((model, t, s.name)), "unparsed_rate", math.nan)) for t, s in columns]
-            lines.append("| " + " | ".join([f"{md(model)} · unparsed %"] + unparsed) + " |")
-    return "\n".join(lines) + "\n"
-
-
-def _long_block(title: str, tasks: list[str], settings: list[Setting], cells, runs, scorer: str) -> str:
-    """A block with a row per model and setting and a column per task: many settings stay readable."""
-    head = ["Model", "Setting"] + [md(TASK_HEADERS.get(t, t)) for t in tasks + [AVERAGE]]
-    lines = [f"### {title}\n", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    index = {(m, c.task, c.setting): c for m, c in cells}
-    for model, _ in runs:
-        for s in settings:
-            row = [_fmt(getattr(index.get((model, t, s.name)), "accuracy", math.nan)) for t in tasks + [AVERAGE]]
-            lines.append("| " + " | ".join([md(model), md(s.name)] + row) + " |")
-            if scorer == "generate":
-                rates = [
-                    _fmt(getattr(index.get((model, t, s.name)), "unparsed_rate", math.nan)) for t in tasks + [AVERAGE]
-                ]
-                lines.append("| " + " | ".join([f"{md(model)} · unparsed %", md(s.name)] + rates) + " |")
+            lines.append(row(model, [f"{labels[0]} · unparsed %", *labels[1:]], columns, "unparsed_rate"))
     return "\n".join(lines) + "\n"
 
 
