@@ -9,6 +9,7 @@ import typer
 from rich.markup import escape
 
 from mmctx.cli.common import app, console
+from mmctx.cli.evaluate import prompt_budget
 from mmctx.models import DEFAULT_MODEL
 from mmctx.run.plan import DEMO_LIMITS
 
@@ -78,25 +79,21 @@ def study(
     ),
     max_prompt_tokens: str = typer.Option(
         "window",
+        callback=prompt_budget,
         help="Prompt budget: window (the model's window less the generation limit), tokens, or none; "
         "a model that cannot count its prompts (an API model) runs without one.",
     ),
 ) -> None:
     """Beyond the papers, in one report: shortcut checks, CoT failure tags, demo strategies up to 64 shots,
     demo orders, calibrated ppl, and rating forms for human validation of the CoT demos."""
-    from mmctx.cli.common import fail
-    from mmctx.cli.evaluate import prompt_budget
+    from mmctx.cli.common import comma_list, fail
     from mmctx.study import run_study
 
     try:
-        budget = None if max_prompt_tokens == "none" else prompt_budget(max_prompt_tokens)
-    except typer.BadParameter as exc:
-        fail(f"--max-prompt-tokens: {exc}")
-    try:
         outcome = run_study(
             out, model, benchmark=benchmark, queries_per_task=queries_per_task, limit=limit, blind_orders=blind_orders,
-            annotators=annotators, sample=sample, max_prompt_tokens=budget, progress=True,
-            scorers=tuple(s.strip() for s in scorers.split(",") if s.strip()),
+            annotators=annotators, sample=sample, max_prompt_tokens=max_prompt_tokens, progress=True,
+            scorers=tuple(comma_list(scorers) or ()),
         )  # fmt: skip
     except (ValueError, OSError, RuntimeError, LookupError) as exc:
         fail(str(exc))

@@ -46,11 +46,13 @@ RayAddress = Annotated[
 
 
 def prompt_budget(value: str | None) -> int | str | None:
-    """``--max-prompt-tokens``: a whole number of tokens, at least 1, or ``window``."""
-    if value is None or value == "window":
+    """``--max-prompt-tokens``: a whole number of tokens, at least 1, ``window``, or ``none`` (no budget)."""
+    if value is None or value == "none":
+        return None
+    if value == "window":
         return value
     if not value.isdigit() or int(value) < 1:
-        raise typer.BadParameter(f"a whole number of tokens, at least 1, or window; not {value!r}")
+        raise typer.BadParameter(f"a whole number of tokens, at least 1, window or none; not {value!r}")
     return int(value)
 
 
