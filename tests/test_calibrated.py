@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import math
-import shutil
 
 import numpy as np
 import pytest
 
 import mmctx
 from mmctx.data.disk import load_benchmark
+from mmctx.jsonl import read_jsonl
 from mmctx.models.store import ResponseStore
 from mmctx.prompts.ablation import AblationError
 from mmctx.prompts.presets import get_preset
@@ -123,17 +122,16 @@ def test_calibrated_needs_a_folder_for_its_grey_images(shapes_bench):
 
 @pytest.fixture(scope="module")
 def calibrated_run(shapes_bench, tmp_path_factory):
-    root = tmp_path_factory.mktemp("calibrated")
-    bench = root / "bench"
-    shutil.copytree(shapes_bench, bench)
-    run = root / "run"
-    result = mmctx.evaluate(bench, out=run, grid=["0-shot", "2-similar"], scorers=["ppl", "ppl-calibrated"], limit=1)
+    run = tmp_path_factory.mktemp("calibrated") / "run"
+    result = mmctx.evaluate(
+        shapes_bench, out=run, grid=["0-shot", "2-similar"], scorers=["ppl", "ppl-calibrated"], limit=1
+    )
     return run, result
 
 
 def test_a_run_asks_each_key_once_and_scores_calibrated_beside_raw(calibrated_run):
     run, result = calibrated_run
-    requests = [json.loads(line) for line in (run / "requests.jsonl").read_text().splitlines()]
+    requests = read_jsonl(run / "requests.jsonl")
     keys = {r["key"] for r in requests}
     assert result.stats.done == len(keys) < len(requests)  # the shared ppl calls were asked once
     assert (result.stats.cached, result.stats.shared) == (0, len(requests) - len(keys))

@@ -5,24 +5,22 @@ from __future__ import annotations
 import csv
 import json
 import re
-import shutil
 
 import pytest
 from typer.testing import CliRunner
 
 from mmctx.cli import app
 from mmctx.curate.annotation.export import EXPORT_FILE, load_export
+from mmctx.jsonl import read_jsonl
 from mmctx.reporting.annotation_forms import CSV_COLUMNS
 from mmctx.study import run_study
 
 
 @pytest.fixture(scope="module")
 def study(shapes_bench, tmp_path_factory):
-    root = tmp_path_factory.mktemp("study")
-    bench = root / "bench"
-    shutil.copytree(shapes_bench, bench)
-    out = root / "study"
-    return bench, out, run_study(out, benchmark=bench, limit=1, annotators=2, sample=2, blind_orders=2)
+    # The study only reads its benchmark: runs, forms and report go to ``out``.
+    out = tmp_path_factory.mktemp("study") / "study"
+    return shapes_bench, out, run_study(out, benchmark=shapes_bench, limit=1, annotators=2, sample=2, blind_orders=2)
 
 
 SECTIONS = (
@@ -47,7 +45,7 @@ def test_one_call_writes_a_report_with_every_section(study):
     assert "Ratings not imported yet" in text and (out / "annotation" / EXPORT_FILE).is_file()
     assert (out / "report" / "shots_similar.png").stat().st_size > 0  # accuracy against 0 to 64 similar demos
     # Every prompt was fitted to shapes-vlm's window (4096) less the CoT limit (128).
-    requests = [json.loads(line) for line in (out / "run" / "requests.jsonl").read_text().splitlines()]
+    requests = read_jsonl(out / "run" / "requests.jsonl")
     assert {r["max_prompt_tokens"] for r in requests} == {4096 - 128}
     assert all(r["prompt_tokens_counted"] <= 4096 - 128 for r in requests)
     assert all(r["demos_dropped"] == [] for r in requests if not r["setting"].startswith(("32-", "64-")))
@@ -104,10 +102,8 @@ def test_an_api_model_runs_the_study_without_a_budget_and_with_the_scorers_it_ha
     from tests.fixtures.chat_server import ChatServer
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    bench = tmp_path / "bench"
-    shutil.copytree(shapes_bench, bench)
     with ChatServer() as server:
-        outcome = run_study(tmp_path / "study", f"openai:mock-vlm@{server.base_url}", benchmark=bench, limit=1,
+        outcome = run_study(tmp_path / "study", f"openai:mock-vlm@{server.base_url}", benchmark=shapes_bench, limit=1,
                             scorers=("generate",), annotators=2, sample=1)  # fmt: skip
     manifest = json.loads((outcome.run / "manifest.json").read_text())
     assert manifest["config"]["max_prompt_tokens"] is None and manifest["config"]["scorers"] == ["generate"]

@@ -40,8 +40,9 @@ def build_benchmark(
     Per (task, format) generator, the first ``queries_per_task`` samples are the queries (samples are
     independent draws, so the first are as random as any) and the rest the demonstration pool (by
     default twice ``demos_per_query``, so similar demos are a choice, not the whole pool). Each
-    query stores ``demos_per_query`` ranked keys (fewer where ``pool_per_task`` holds fewer) under ``random``, ``similar``, ``image-similar``,
-    ``text-similar`` and ``mmr`` (see `mmctx.data.shapes.selection`).
+    query stores ``demos_per_query`` ranked keys (fewer where ``pool_per_task`` holds fewer) under
+    ``random``, ``similar``, ``image-similar``, ``text-similar`` and ``mmr``
+    (see `mmctx.data.shapes.selection`).
     """
     out = Path(out)
     if demos_per_query < 1:
