@@ -151,6 +151,8 @@ def test_each_backend_gets_only_its_own_options_from_flat_values():
         ("vllm:m", {"quantization": "8bit"}, r"vllm backend does not take quantization='8bit'; .*engine_kwargs"),
         ("openai:m", {"threads": 2}, r"does not take threads=2; the server runs the model.*--max-concurrency"),
         ("vllm:m", {"threads": 2}, r"vllm backend does not take threads=2; --threads is the HF backend's"),
+        ("openai:m", {"compile": True}, r"openai backend does not take compile=True; the server runs the model"),
+        ("vllm:m", {"compile": True}, r"does not take compile=True; --compile is the HF backend's; vLLM compiles"),
         ("m", {"base_url": "http://h:1/v1"}, r"the hf backend does not take base_url='http://h:1/v1'"),
         ("echo:x", {"dtype": "float16", "adapter": "llava"}, r"echo .*dtype='float16', adapter='llava'.*: letter$"),
     ],

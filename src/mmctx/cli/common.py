@@ -42,6 +42,14 @@ ImageSettings = Annotated[
 Threads = Annotated[
     int | None, typer.Option(help="torch CPU threads (default: 1 for a small model on CPU, else every core).")
 ]
+Compile = Annotated[
+    bool,
+    typer.Option(
+        "--compile",
+        help="HF models: decode single prompts (--batch-size 1) through a compiled step; checked "
+        "against generate() (docs/performance.md).",
+    ),
+]
 BaseUrl = Annotated[str | None, typer.Option(help="openai: models: the server's base URL (else OPENAI_BASE_URL).")]
 MaxConcurrency = Annotated[int | None, typer.Option(help="openai: models: requests in flight at once (16).")]
 ScoreMode = Annotated[str | None, typer.Option(help="openai: models: none or vllm_prompt_logprobs (for ppl).")]

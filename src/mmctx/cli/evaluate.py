@@ -13,6 +13,7 @@ from mmctx.cli.common import (
     Adapter,
     BaseUrl,
     BatchSize,
+    Compile,
     Device,
     Dtype,
     ImageSettings,
@@ -143,6 +144,7 @@ def eval_cmd(
     quantization: Quantization = None,
     image_settings: ImageSettings = None,
     threads: Threads = None,
+    compile: Compile = False,
     base_url: BaseUrl = None,
     max_concurrency: MaxConcurrency = None,
     score_mode: ScoreMode = None,
@@ -178,7 +180,7 @@ def eval_cmd(
     )  # fmt: skip
     options = backend_options(
         device=device, dtype=dtype, batch_size=batch_size, revision=revision, trust_remote_code=trust_remote_code,
-        adapter=adapter, quantization=quantization, image_settings=image_settings, threads=threads, base_url=base_url, max_concurrency=max_concurrency,
+        adapter=adapter, quantization=quantization, image_settings=image_settings, threads=threads, compile=compile, base_url=base_url, max_concurrency=max_concurrency,
         score_mode=score_mode,
     )  # fmt: skip
     try:
@@ -220,6 +222,7 @@ def run(
     quantization: Quantization = None,
     image_settings: ImageSettings = None,
     threads: Threads = None,
+    compile: Compile = False,
     base_url: BaseUrl = None,
     max_concurrency: MaxConcurrency = None,
     score_mode: ScoreMode = None,
@@ -239,7 +242,7 @@ def run(
 
     options = backend_options(
         device=device, dtype=dtype, batch_size=batch_size, revision=revision, trust_remote_code=trust_remote_code,
-        adapter=adapter, quantization=quantization, image_settings=image_settings, threads=threads, base_url=base_url, max_concurrency=max_concurrency,
+        adapter=adapter, quantization=quantization, image_settings=image_settings, threads=threads, compile=compile, base_url=base_url, max_concurrency=max_concurrency,
         score_mode=score_mode,
     )  # fmt: skip
     try:

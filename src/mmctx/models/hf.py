@@ -42,6 +42,7 @@ from mmctx.models.base import (
     OptionScores,
     ScoreRequest,
 )
+from mmctx.models.decode import CompiledGreedy
 from mmctx.models.image_cache import CachedImageProcessor
 from mmctx.models.images import load_rgb
 from mmctx.models.registry import backend, option_values
@@ -205,6 +206,7 @@ class HFOptions:
     quantization: str | None = None  # 8bit or 4bit (bitsandbytes), where the family allows
     image_settings: str = "checkpoint"  # or "paper": the adapter's paper resolution settings (see `Adapter`)
     threads: int | None = None  # torch's CPU threads; None: `default_threads`
+    compile: bool = False  # decode single prompts through a compiled step (`mmctx.models.decode`)
 
 
 @backend("hf", options=HFOptions)
@@ -237,6 +239,7 @@ class HFBackend:
         quantization: str | None = None,
         image_settings: str = "checkpoint",
         threads: int | None = None,
+        compile: bool = False,
     ):
         import transformers
 
@@ -295,6 +298,9 @@ class HFBackend:
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
+        eos = self.model.generation_config.eos_token_id
+        self._eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+        self.compiled = CompiledGreedy(self.model, self._eos_ids) if compile else None
         local = Path(model)
         # The commit actually loaded beats the name asked for ("main" moves).
         resolved = (
@@ -328,6 +334,8 @@ class HFBackend:
         checkpoint's, how often preprocessed images were reused, and which option-scoring path
         it chose, and why."""
         used: dict = {"threads": self.threads}
+        if self.compiled is not None:
+            used["compiled_decoding"] = self.compiled.usage()
         if self.processor_overrides:
             used["processor_overrides"] = self.processor_overrides
         images = getattr(self.processor, "image_processor", None)
@@ -428,23 +436,20 @@ class HFBackend:
             images.append(imgs)
         inputs = self._process(texts, images)
         prompt_lens = inputs["attention_mask"].sum(dim=1).tolist()
-        width = inputs["input_ids"].shape[1]
         limit = batch[0].max_new_tokens
         errors = [self._overflow(n, limit) for n in prompt_lens]
         if all(errors):
             return [Generation(error=e, prompt_tokens=n) for e, n in zip(errors, prompt_lens)]
         if any(errors):
             return [g for r in batch for g in self._generate_batch([r])]
-        eos = self.model.generation_config.eos_token_id
-        eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
         gen_kwargs = {"max_new_tokens": limit, "do_sample": False, "pad_token_id": self.tokenizer.pad_token_id}
         if batch[0].stop:
             gen_kwargs.update(stop_strings=list(batch[0].stop), tokenizer=self.tokenizer)
         with torch.inference_mode():
-            out = self.model.generate(**inputs, **gen_kwargs)
+            rows = self._new_tokens(batch, inputs, gen_kwargs)
         results = []
-        for row, n_prompt in zip(out[:, width:].tolist(), prompt_lens):
-            ended = next((i for i, t in enumerate(row) if t in eos_ids), None)
+        for row, n_prompt in zip(rows, prompt_lens):
+            ended = next((i for i, t in enumerate(row) if t in self._eos_ids), None)
             tokens = row[:ended] if ended is not None else [t for t in row if t != self.tokenizer.pad_token_id]
             text = self.tokenizer.decode(tokens, skip_special_tokens=True)
             stopped_by_string = bool(batch[0].stop) and any(text.rstrip().endswith(s) for s in batch[0].stop)
@@ -453,6 +458,33 @@ class HFBackend:
                 Generation(text=text, prompt_tokens=n_prompt, output_tokens=len(tokens), truncated=truncated)
             )
         return results
+
+    def _new_tokens(self, batch: list[GenerateRequest], inputs: dict, gen_kwargs: dict) -> list[list[int]]:
+        """Each prompt's generated token ids: `generate()`'s, or the compiled decoder's where it
+        serves the call (one prompt, no stop strings) and agrees with `generate()` when checked."""
+        width = inputs["input_ids"].shape[1]
+        compiled = self.compiled
+        if compiled is None or compiled.off is not None or len(batch) > 1 or batch[0].stop:
+            return self.model.generate(**inputs, **gen_kwargs)[:, width:].tolist()
+        check = compiled.due_for_check()
+        try:
+            tokens = compiled.decode(inputs, gen_kwargs["max_new_tokens"])
+        except Exception as exc:  # a model the compiler or the static cache cannot take
+            compiled.off = f"compiled decoding failed: {type(exc).__name__}: {str(exc)[:300]}"
+            log.warning("%s; generating with generate() instead", compiled.off)
+            return self.model.generate(**inputs, **gen_kwargs)[:, width:].tolist()
+        if not check:
+            return [tokens]
+        reference = self.model.generate(**inputs, **gen_kwargs)[0, width:].tolist()
+        compiled.checked += 1
+        ended = next((i for i, t in enumerate(reference) if t in self._eos_ids), None)
+        if reference[: None if ended is None else ended + 1] != tokens:
+            compiled.off = (
+                f"compiled decoding gave {tokens} where generate() gave {reference} "
+                f"(a {width}-token prompt, check {compiled.checked})"
+            )
+            log.warning("%s; generating with generate() from here on", compiled.off)
+        return [reference]
 
     # ---- score -----------------------------------------------------------------------
 

@@ -372,6 +372,7 @@ class OpenAIOptions:
         "quantization": "a server quantizes as it was started; the client cannot change it",
         "trust_remote_code": "the server runs the model's code, not this process",
         "threads": "the server runs the model, not this process; --max-concurrency paces the requests",
+        "compile": "the server runs the model, not this process",
     }
 
 

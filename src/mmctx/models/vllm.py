@@ -513,6 +513,7 @@ class VLLMOptions:
     hints: ClassVar[dict[str, str]] = {
         "quantization": "--quantization is the HF backend's (bitsandbytes); give vLLM's own in engine_kwargs",
         "threads": "--threads is the HF backend's (torch on CPU); vLLM runs on the GPU",
+        "compile": "--compile is the HF backend's; vLLM compiles and captures CUDA graphs itself",
     }
 
 
