@@ -39,12 +39,14 @@ lmms-eval's `llava_hf` takes batch size 1 only: both its chat class (the one `--
 resolves to for a task with doc_to_messages; lmms_eval/models/chat/llava_hf.py) and its simple
 class (lmms_eval/models/simple/llava_hf.py) `assert self.batch_size_per_gpu == 1` in
 generate_until -- the benchmark checks the installed source says so. lmms-eval is therefore timed
-at batch size 1 (its best supported setting), mmctx at batch size 1 (like for like) and at
---batch-size.
+at batch size 1 (its best supported setting), mmctx at batch size 1 (like for like), at batch size 1
+with --compile (its decode step compiled over a static cache; compiling counts as startup, and the
+warm-up run leaves inductor's on-disk kernel cache filled, as a user's earlier run would; each run
+must record that every item was decoded compiled) and at --batch-size.
 
-    python benchmarks/vs_lmms_eval.py [--queries 10] [--scale 3] [--rounds 3] [--batch-size 8] [--threads 1]
+    python benchmarks/vs_lmms_eval.py [--queries 10] [--scale 3] [--rounds 3] [--batch-size 8] [--threads 1] [--no-compile]
 
-With the defaults (90 and 390 items) it takes about 5 minutes on 2 idle cores, once the venv exists.
+With the defaults (90 and 390 items) it takes about 9 minutes on 2 idle cores, once the venv exists.
 
 Exits non-zero (with the reason) when lmms-eval cannot be installed or cannot run the items
 offline, when a run fails, or when the two tools' generations differ.
@@ -125,8 +127,9 @@ runpy.run_module(module, run_name="__main__", alter_sys=True)
 """
 
 # What the breakdown runs time: the calls both tools make per item, and each tool's loop.
-GENERATE, FORWARD, PROCESSOR, TEMPLATE, LOOP, STORE = (
+GENERATE, COMPILED, FORWARD, PROCESSOR, TEMPLATE, LOOP, STORE = (
     "transformers generate()",
+    "mmctx compiled decoding",
     "  of which model forward",
     "processor: tokenise, preprocess images",
     "chat template",
@@ -144,6 +147,7 @@ TOOL_WRAP = {
     "mmctx": [
         ["mmctx.models.hf:HFBackend.generate", LOOP, True],
         ["mmctx.models.store:ResponseStore.put_many", STORE, True],
+        ["mmctx.models.decode:CompiledGreedy.decode", COMPILED, False],
     ],
 }
 LOOP_NAME = {"lmms-eval": "llava_hf generate_until", "mmctx": "HFBackend.generate + store commits"}
@@ -349,10 +353,15 @@ class Side:
     label: str
     tool: str  # "lmms-eval" or "mmctx"
     batch: int
+    flags: tuple[str, ...] = ()  # more of the tool's flags (mmctx --compile)
     # per clock ("wall", "cpu") and size, one process's seconds per round
     seconds: dict[str, dict[str, list[float]]] = field(
         default_factory=lambda: {clock: {size: [] for size in SIZES} for clock in CLOCKS}
     )
+
+    @property
+    def slug(self) -> str:
+        return f"{self.tool}-bs{self.batch}" + "".join(self.flags).replace("--", "-")
 
     def per_item(self, clock: str, items: dict[str, int]) -> list[float]:
         """Seconds per item, each round's: the slope between the two sizes."""
@@ -430,6 +439,7 @@ def command(setup: Setup, side: Side, size: str, out: Path) -> tuple[list[str], 
         "--threads",
         str(args.threads),
         "--no-progress",
+        *side.flags,
         *(["--limit", str(args.queries)] if size == "small" else []),
     ], setup.env_mmctx
 
@@ -455,9 +465,13 @@ def outputs_of(setup: Setup, side: Side, size: str, out: Path, log_text: str) ->
         if errors:
             fail(f"mmctx stored {len(errors)} errors, e.g. {errors[0]}")
         texts = {rid: json.loads(payload)["text"] for rid, payload, _ in rows}
-        threads = json.loads((out / "manifest.json").read_text()).get("backend_usage", {}).get("threads")
-        if threads != setup.args.threads:
-            fail(f"mmctx recorded {threads} torch threads, asked for {setup.args.threads}")
+        usage = json.loads((out / "manifest.json").read_text()).get("backend_usage", {})
+        if usage.get("threads") != setup.args.threads:
+            fail(f"mmctx recorded {usage.get('threads')} torch threads, asked for {setup.args.threads}")
+        if "--compile" in side.flags:
+            compiled = usage.get("compiled_decoding") or {}
+            if not compiled.get("on") or compiled.get("decoded") != len(want):
+                fail(f"{side.label} did not decode all {len(want)} items compiled: {compiled}")
     if sorted(texts) != sorted(want):
         fail(f"{side.label} produced {len(texts)} outputs for the {len(want)} {size} items (or other ids)")
     return texts
@@ -469,11 +483,13 @@ def run_once(
     """One process of ``side`` on the ``size`` items: wall seconds, CPU seconds (user + system, the
     process and any it waited for), and its generations by request id. With ``breakdown``, the
     per-item calls are timed inside the process and written there (see `LAUNCHER`)."""
-    out = setup.work / "runs" / f"{tag}-{side.tool}-bs{side.batch}-{size}"
+    out = setup.work / "runs" / f"{tag}-{side.slug}-{size}"
     shutil.rmtree(out, ignore_errors=True)  # every timed run starts from nothing stored
     cmd, env = command(setup, side, size, out)
     if breakdown:
-        env = dict(env, BENCH_BREAKDOWN=str(breakdown), BENCH_WRAP=json.dumps(COMMON_WRAP + TOOL_WRAP[side.tool]))
+        # A timing wrapper inside the model's forward would break the graph --compile traces.
+        wraps = [w for w in COMMON_WRAP + TOOL_WRAP[side.tool] if not ("--compile" in side.flags and w[1] == FORWARD)]
+        env = dict(env, BENCH_BREAKDOWN=str(breakdown), BENCH_WRAP=json.dumps(wraps))
     log = out.with_suffix(".log")
     log.parent.mkdir(parents=True, exist_ok=True)
     cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -536,7 +552,7 @@ def breakdown(setup: Setup, sides: list[Side], items: dict[str, int], check) -> 
     n = items["big"]
     spent = {}
     for side in sides:
-        path = setup.work / f"breakdown-{side.tool}-bs{side.batch}.json"
+        path = setup.work / f"breakdown-{side.slug}.json"
         _, _, texts = run_once(setup, side, "big", "breakdown", breakdown=path)
         check(side, texts)
         spent[side.label] = json.loads(path.read_text())
@@ -544,23 +560,26 @@ def breakdown(setup: Setup, sides: list[Side], items: dict[str, int], check) -> 
         f"\nwhere per-item time goes: one more run of each side at {n} items (not timed above), the wall time of "
         f"these calls added up inside the process; ms per item, one run each:"
     )
-    print(f"  {'':<46}" + "".join(f"{s.label:>18}" for s in sides))
+    print(f"  {'':<46}" + "".join(f"{s.label:>20}" for s in sides))
 
     def ms(side: Side, label: str) -> float:
         return spent[side.label].get(label, [0.0, 0])[0] / n * 1000
 
     def row(name: str, values: list[str]) -> None:
-        print(f"  {name:<46}" + "".join(f"{v:>18}" for v in values))
+        print(f"  {name:<46}" + "".join(f"{v:>20}" for v in values))
 
     loops = {s.label: ms(s, LOOP) + ms(s, STORE) for s in sides}
     row("the tool's generation loop", [f"{loops[s.label]:.1f}" for s in sides])
-    for label in (GENERATE, FORWARD, PROCESSOR, TEMPLATE, STORE):
+    for label in (GENERATE, COMPILED, FORWARD, PROCESSOR, TEMPLATE, STORE):
         cells = []
         for s in sides:
             calls = spent[s.label].get(label, [0.0, 0])[1]
+            if label == FORWARD and "--compile" in s.flags:
+                cells.append("not timed")
+                continue
             cells.append(f"{ms(s, label):.1f}" + (f" ({calls / n:.1f} calls)" if label == FORWARD else ""))
         row("  " + label, cells)
-    rest = [loops[s.label] - sum(ms(s, x) for x in (GENERATE, PROCESSOR, TEMPLATE, STORE)) for s in sides]
+    rest = [loops[s.label] - sum(ms(s, x) for x in (GENERATE, COMPILED, PROCESSOR, TEMPLATE, STORE)) for s in sides]
     row("  rest of the loop (messages, images, decode)", [f"{r:.1f}" for r in rest])
     slopes = {s.label: statistics.median(s.per_item("wall", items)) * 1000 for s in sides}
     row("per item measured above (median, wall)", [f"{slopes[s.label]:.1f}" for s in sides])
@@ -580,7 +599,7 @@ def report(sides: list[Side], items: dict[str, int], rounds: int) -> None:
     for clock in CLOCKS:
         for s in sides:
             print(
-                f"  {clock:<4} {s.label:<16} per item {spread(s.per_item(clock, items), 1000)} ms; "
+                f"  {clock:<4} {s.label:<18} per item {spread(s.per_item(clock, items), 1000)} ms; "
                 f"startup {spread(s.startup(clock, items))} s; "
                 f"{items['small']} items {spread(s.seconds[clock]['small'])} s, "
                 f"{items['big']} items {spread(s.seconds[clock]['big'])} s"
@@ -620,6 +639,12 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=16)
     parser.add_argument("--batch-size", type=int, default=8, help="mmctx's batched setting (besides batch size 1)")
     parser.add_argument("--threads", type=int, default=1, help="torch CPU threads, both sides")
+    parser.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also time mmctx at batch size 1 with --compile (its decode step compiled; startup includes compiling)",
+    )
     parser.add_argument(
         "--breakdown",
         action=argparse.BooleanOptionalAction,
@@ -687,6 +712,7 @@ def main() -> None:
         sides = [
             Side("lmms-eval bs=1", "lmms-eval", 1),
             Side("mmctx bs=1", "mmctx", 1),
+            *([Side("mmctx bs=1 compile", "mmctx", 1, ("--compile",))] if args.compile else []),
             *([Side(f"mmctx bs={args.batch_size}", "mmctx", args.batch_size)] if args.batch_size != 1 else []),
         ]
         # Each side's text per request id from its first run that had the item; every later run, and
