@@ -29,7 +29,7 @@ def images(tmp_path_factory):
 
 
 def requests(images, n: int = 5) -> list[GenerateRequest]:
-    """Prompts of different lengths and image counts, so their answers differ."""
+    """Prompts of different lengths and image counts (a tiny random model answers some of them alike)."""
     prompts = [few_shot(images), interleaved(images)]
     for i in range(n - 2):
         question = Message("user", (images[i % 3], TextPart("Describe it. " * (i + 1))))

@@ -85,17 +85,16 @@ class CompiledGreedy:
         self.eos_ids = frozenset(eos_ids)
         # transformers renamed the forward's `past_key_values` to `cache` within 5.x.
         self._cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
-        self._caches: dict[int, Any] = {}
+        self._caches: dict[int, Any] = {}  # by length
         self._step: Callable | None = None
         self.off: str | None = plain_greedy(model.generation_config)
         self.decoded = 0  # prompts answered by the compiled step
         self.checked = 0  # of them, also decoded by `generate()` and compared
-        self.lengths: set[int] = set()
 
     def usage(self) -> dict:
         return {
             "on": self.off is None, "off_reason": self.off, "decoded": self.decoded, "checked": self.checked,
-            "cache_lengths": sorted(self.lengths),
+            "cache_lengths": sorted(self._caches),
         }  # fmt: skip
 
     def due_for_check(self) -> bool:
@@ -127,7 +126,6 @@ class CompiledGreedy:
         cache = self._caches.get(length)
         if cache is None:
             cache = self._caches[length] = StaticCache(config=self.model.config, max_cache_len=length)
-            self.lengths.add(length)
         else:
             cache.reset()
         out = self.model(**inputs, use_cache=True, **{self._cache_arg: cache})

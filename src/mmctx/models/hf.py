@@ -449,7 +449,7 @@ class HFBackend:
             rows = self._new_tokens(batch, inputs, gen_kwargs)
         results = []
         for row, n_prompt in zip(rows, prompt_lens):
-            ended = next((i for i, t in enumerate(row) if t in self._eos_ids), None)
+            ended = self._first_eos(row)
             tokens = row[:ended] if ended is not None else [t for t in row if t != self.tokenizer.pad_token_id]
             text = self.tokenizer.decode(tokens, skip_special_tokens=True)
             stopped_by_string = bool(batch[0].stop) and any(text.rstrip().endswith(s) for s in batch[0].stop)
@@ -463,21 +463,25 @@ class HFBackend:
         """Each prompt's generated token ids: `generate()`'s, or the compiled decoder's where it
         serves the call (one prompt, no stop strings) and agrees with `generate()` when checked."""
         width = inputs["input_ids"].shape[1]
+
+        def generated() -> list[list[int]]:
+            return self.model.generate(**inputs, **gen_kwargs)[:, width:].tolist()
+
         compiled = self.compiled
         if compiled is None or compiled.off is not None or len(batch) > 1 or batch[0].stop:
-            return self.model.generate(**inputs, **gen_kwargs)[:, width:].tolist()
+            return generated()
         check = compiled.due_for_check()
         try:
             tokens = compiled.decode(inputs, gen_kwargs["max_new_tokens"])
         except Exception as exc:  # a model the compiler or the static cache cannot take
             compiled.off = f"compiled decoding failed: {type(exc).__name__}: {str(exc)[:300]}"
             log.warning("%s; generating with generate() instead", compiled.off)
-            return self.model.generate(**inputs, **gen_kwargs)[:, width:].tolist()
+            return generated()
         if not check:
             return [tokens]
-        reference = self.model.generate(**inputs, **gen_kwargs)[0, width:].tolist()
+        reference = generated()[0]
         compiled.checked += 1
-        ended = next((i for i, t in enumerate(reference) if t in self._eos_ids), None)
+        ended = self._first_eos(reference)
         if reference[: None if ended is None else ended + 1] != tokens:
             compiled.off = (
                 f"compiled decoding gave {tokens} where generate() gave {reference} "
@@ -485,6 +489,9 @@ class HFBackend:
             )
             log.warning("%s; generating with generate() from here on", compiled.off)
         return [reference]
+
+    def _first_eos(self, row: list[int]) -> int | None:
+        return next((i for i, t in enumerate(row) if t in self._eos_ids), None)
 
     # ---- score -----------------------------------------------------------------------
 
